@@ -1,0 +1,104 @@
+//! `put()` throughput through the wasm runtime with the no-op plugin, beside a
+//! native call of the same plugin code, in the same run.
+//!
+//!     cargo bench -p spillway --bench put_throughput
+//!
+//! Batches of 500 records with 1 KB values. The native side clones the batch
+//! each round, because the wasm side must copy it into guest memory: the ratio
+//! is the runtime's cost over the unavoidable copy.
+
+use spillway::capabilities::Grants;
+use spillway::runtime::bindings::{Header, SinkRecord, TimestampType};
+use spillway::runtime::{Limits, Runtime};
+use spillway_sdk::Sink;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const BATCH: usize = 500;
+const VALUE_BYTES: usize = 1024;
+const ROUNDS: usize = 4000;
+
+fn main() {
+    let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins/noop-sink.wasm");
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
+    let plugin = runtime.load_file(&wasm).expect("run scripts/build-plugins.sh first");
+    let mut instance = runtime.instantiate(&plugin, "bench", &Grants::default(), &Limits::default()).unwrap();
+    instance.start(&[]).unwrap();
+
+    let host_batch: Vec<SinkRecord> = (0..BATCH).map(host_record).collect();
+    let guest_batch: Vec<spillway_sdk::SinkRecord> = (0..BATCH).map(sdk_record).collect();
+    let mut native = noop_sink::NoopSink::start(Default::default()).unwrap();
+
+    // Warm up both paths.
+    for _ in 0..200 {
+        black_box(instance.put(&host_batch).unwrap());
+        black_box(native.put(guest_batch.clone()).unwrap());
+    }
+
+    let wasm_time = timed(|| {
+        for _ in 0..ROUNDS {
+            black_box(instance.put(black_box(&host_batch)).unwrap());
+        }
+    });
+    let native_time = timed(|| {
+        for _ in 0..ROUNDS {
+            black_box(native.put(black_box(guest_batch.clone())).unwrap());
+        }
+    });
+
+    let records = (ROUNDS * BATCH) as f64;
+    let megabytes = records * VALUE_BYTES as f64 / 1e6;
+    let report = |label: &str, t: Duration| {
+        println!(
+            "{label:<28} {:>10.0} records/s {:>8.0} MB/s  ({:.2} us per batch of {BATCH})",
+            records / t.as_secs_f64(),
+            megabytes / t.as_secs_f64(),
+            t.as_secs_f64() * 1e6 / ROUNDS as f64
+        );
+    };
+    println!("put() of {ROUNDS} batches x {BATCH} records x {VALUE_BYTES} B values, one core");
+    report("wasm (noop-sink component)", wasm_time);
+    report("native (same code + clone)", native_time);
+    println!(
+        "ratio wasm/native throughput: {:.2}   plugin memory: {} KiB",
+        native_time.as_secs_f64() / wasm_time.as_secs_f64(),
+        instance.memory_bytes() / 1024
+    );
+}
+
+fn timed(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+fn host_record(i: usize) -> SinkRecord {
+    SinkRecord {
+        id: i as u64,
+        topic: "bench".into(),
+        partition: (i % 4) as i32,
+        offset: i as i64,
+        timestamp: 1_700_000_000_000,
+        timestamp_type: TimestampType::CreateTime,
+        key: Some(format!("key-{i}").into_bytes()),
+        value: Some(vec![b'x'; VALUE_BYTES]),
+        headers: vec![Header { key: "h".into(), value: Some(b"v".to_vec()) }],
+        delivery_count: 1,
+    }
+}
+
+fn sdk_record(i: usize) -> spillway_sdk::SinkRecord {
+    spillway_sdk::SinkRecord {
+        id: i as u64,
+        topic: "bench".into(),
+        partition: (i % 4) as i32,
+        offset: i as i64,
+        timestamp: 1_700_000_000_000,
+        timestamp_type: spillway_sdk::TimestampType::CreateTime,
+        key: Some(format!("key-{i}").into_bytes()),
+        value: Some(vec![b'x'; VALUE_BYTES]),
+        headers: vec![spillway_sdk::Header { key: "h".into(), value: Some(b"v".to_vec()) }],
+        delivery_count: 1,
+    }
+}

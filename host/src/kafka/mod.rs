@@ -1,0 +1,48 @@
+//! Everything that talks to Kafka: our own share-group consumer (KIP-932), the
+//! classic consumer-group mode, producers, and the embedded broker.
+
+pub mod classic;
+pub mod embedded;
+pub mod producer;
+pub mod share;
+
+use bytes::Bytes;
+use std::time::Instant;
+
+/// Kafka's timestamp type of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    None,
+    CreateTime,
+    LogAppendTime,
+}
+
+/// A record as fetched from Kafka, before it becomes a plugin's sink record.
+#[derive(Clone, Debug)]
+pub struct ConsumedRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// Milliseconds since the Unix epoch, -1 when none.
+    pub timestamp: i64,
+    pub timestamp_type: TimestampType,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// Share-group delivery count (1 on first delivery); 1 for classic groups.
+    pub delivery_count: u16,
+    /// When the share group's acquisition lock on this record runs out; `None`
+    /// under a classic group, where nothing expires.
+    pub lock_expires_at: Option<Instant>,
+}
+
+/// How a share consumer acknowledges a record (KIP-932's AcknowledgeType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AckType {
+    /// Processed: never delivered again.
+    Accept = 1,
+    /// Not processed: make it available for redelivery.
+    Release = 2,
+    /// Unprocessable: archive it, never delivered again.
+    Reject = 3,
+}

@@ -1,0 +1,227 @@
+//! Which records we hold acquired, how the application acknowledged them, and
+//! the acknowledgement batches that go to the broker.
+
+use super::TopicPartition;
+use super::error::ShareError;
+use crate::kafka::AckType;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// AcknowledgeType 0: an acquired offset with no record for the application
+/// (a control record, a compacted hole).
+pub(crate) const GAP: i8 = 0;
+
+/// Forget expired locks this long after they ran out, so `acknowledge` can
+/// still tell "expired" from "never ours" for a while.
+const FORGET_AFTER: Duration = Duration::from_secs(300);
+
+/// Consecutive offsets with one acknowledge type, as the protocol batches them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AckRange {
+    pub first: i64,
+    pub last: i64,
+    pub kind: i8,
+}
+
+struct Held {
+    expires_at: Instant,
+    /// The acknowledgement to send, once the application made one.
+    ack: Option<i8>,
+    /// False for gaps, which the application never sees.
+    visible: bool,
+}
+
+struct Partition {
+    /// The broker whose share session acquired these records.
+    node: i32,
+    held: BTreeMap<i64, Held>,
+}
+
+/// Acknowledgements taken out for sending to one broker.
+#[derive(Default)]
+pub(crate) struct Outgoing {
+    pub ranges: HashMap<TopicPartition, Vec<AckRange>>,
+    /// Partitions whose acks were not sent because their locks ran out.
+    pub expired: Vec<TopicPartition>,
+}
+
+#[derive(Default)]
+pub(crate) struct AckTracker {
+    parts: HashMap<TopicPartition, Partition>,
+}
+
+impl AckTracker {
+    /// Remember an acquired offset. With `preset` the ack is decided already
+    /// (GAP, or RELEASE for what we could not decode) and the application
+    /// never sees the offset.
+    pub fn acquired(&mut self, tp: &TopicPartition, node: i32, offset: i64, expires_at: Instant, preset: Option<i8>) {
+        let part = self.parts.entry(tp.clone()).or_insert_with(|| Partition { node, held: BTreeMap::new() });
+        part.node = node;
+        let held = Held { expires_at, ack: preset, visible: preset.is_none() };
+        part.held.insert(offset, held);
+    }
+
+    /// Record the application's acknowledgement of one delivered record.
+    pub fn acknowledge(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        ack: AckType,
+        now: Instant,
+    ) -> Result<(), ShareError> {
+        let not_acquired = || ShareError::NotAcquired { topic: tp.topic.clone(), partition: tp.partition, offset };
+        let part = self.parts.get_mut(tp).ok_or_else(not_acquired)?;
+        let held = part.held.get_mut(&offset).filter(|h| h.visible).ok_or_else(not_acquired)?;
+        if held.expires_at <= now {
+            part.held.remove(&offset);
+            return Err(ShareError::LockExpired { topic: tp.topic.clone(), partition: tp.partition, offset });
+        }
+        // Until it is sent, a later acknowledgement replaces an earlier one.
+        held.ack = Some(AckType::Accept as i8);
+        let _ = ack;
+        Ok(())
+    }
+
+    /// Release every record the application has not acknowledged (on close).
+    pub fn release_unacknowledged(&mut self, now: Instant) {
+        for part in self.parts.values_mut() {
+            for held in part.held.values_mut() {
+                if held.ack.is_none() && held.expires_at > now {
+                    held.ack = Some(AckType::Release as i8);
+                }
+            }
+        }
+    }
+
+    /// Brokers that have acknowledgements waiting.
+    pub fn nodes_with_pending(&self) -> Vec<i32> {
+        let mut nodes: Vec<i32> =
+            self.parts.values().filter(|p| p.held.values().any(|h| h.ack.is_some())).map(|p| p.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Take the pending acknowledgements for records acquired through `node`.
+    pub fn take(&mut self, node: i32, now: Instant) -> Outgoing {
+        let mut out = Outgoing::default();
+        for (tp, part) in self.parts.iter_mut().filter(|(_, p)| p.node == node) {
+            let acked: Vec<i64> = part.held.iter().filter(|(_, h)| h.ack.is_some()).map(|(o, _)| *o).collect();
+            let mut ranges: Vec<AckRange> = Vec::new();
+            let mut expired = false;
+            for offset in acked {
+                let held = part.held.remove(&offset).expect("listed above");
+                if held.expires_at <= now {
+                    // Sending it could ack someone else's redelivery.
+                    expired |= held.visible;
+                    continue;
+                }
+                push_offset(&mut ranges, offset, held.ack.expect("filtered"));
+            }
+            if !ranges.is_empty() {
+                out.ranges.insert(tp.clone(), ranges);
+            }
+            if expired {
+                out.expired.push(tp.clone());
+            }
+        }
+        out
+    }
+
+    /// The broker released everything acquired through `node` (its share
+    /// session is gone). Returns the partitions that had acks waiting.
+    pub fn lose_node(&mut self, node: i32, now: Instant) -> Vec<TopicPartition> {
+        let lost: Vec<TopicPartition> =
+            self.parts.iter().filter(|(_, p)| p.node == node).map(|(tp, _)| tp.clone()).collect();
+        lost.into_iter().filter(|tp| self.lose_partition(tp, now)).collect()
+    }
+
+    /// Like `lose_node` for one partition; true if it had acks waiting.
+    pub fn lose_partition(&mut self, tp: &TopicPartition, now: Instant) -> bool {
+        let Some(part) = self.parts.get_mut(tp) else {
+            return false;
+        };
+        // Acks of visible records fail; gap acks simply vanish.
+        let had_pending = part.held.values().any(|h| h.visible && h.ack.is_some());
+        part.held.retain(|_, h| h.visible && h.ack.is_none());
+        for held in part.held.values_mut() {
+            // Keep them as expired so acknowledge() says LockExpired.
+            held.expires_at = held.expires_at.min(now);
+        }
+        had_pending
+    }
+
+    /// Drop records whose locks ran out long ago.
+    pub fn purge(&mut self, now: Instant) {
+        for part in self.parts.values_mut() {
+            part.held.retain(|_, h| h.ack.is_some() || h.expires_at + FORGET_AFTER > now);
+        }
+        self.parts.retain(|_, p| !p.held.is_empty());
+    }
+}
+
+/// Append `offset` to the ranges, extending the last range when it is the
+/// next offset with the same type.
+fn push_offset(ranges: &mut Vec<AckRange>, offset: i64, kind: i8) {
+    match ranges.last_mut() {
+        Some(r) if r.last + 1 == offset && r.kind == kind => r.last = offset,
+        _ => ranges.push(AckRange { first: offset, last: offset, kind }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp() -> TopicPartition {
+        TopicPartition { topic: "t".into(), partition: 0 }
+    }
+
+    #[test]
+    fn groups_consecutive_offsets_of_one_type() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(30);
+        for o in 0..6 {
+            t.acquired(&tp(), 1, o, later, (o == 3).then_some(GAP));
+        }
+        for (o, ack) in [
+            (0, AckType::Accept),
+            (1, AckType::Accept),
+            (2, AckType::Release),
+            (4, AckType::Release),
+            (5, AckType::Release),
+        ] {
+            t.acknowledge(&tp(), o, ack, now).unwrap();
+        }
+        let out = t.take(1, now);
+        let kinds = |first, last, kind| AckRange { first, last, kind };
+        assert_eq!(out.ranges[&tp()], vec![kinds(0, 1, 1), kinds(2, 2, 2), kinds(3, 3, GAP), kinds(4, 5, 2)]);
+        assert!(t.take(1, now).ranges.is_empty());
+    }
+
+    #[test]
+    fn expired_and_unknown_records_are_refused() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        t.acquired(&tp(), 1, 7, now, None);
+        let err = t.acknowledge(&tp(), 7, AckType::Accept, now).unwrap_err();
+        assert!(matches!(err, ShareError::LockExpired { offset: 7, .. }));
+        let err = t.acknowledge(&tp(), 8, AckType::Accept, now).unwrap_err();
+        assert!(matches!(err, ShareError::NotAcquired { offset: 8, .. }));
+    }
+
+    #[test]
+    fn losing_a_session_fails_pending_acks() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(30);
+        t.acquired(&tp(), 1, 0, later, None);
+        t.acquired(&tp(), 1, 1, later, None);
+        t.acknowledge(&tp(), 0, AckType::Accept, now).unwrap();
+        assert_eq!(t.lose_node(1, now), vec![tp()]);
+        assert!(t.take(1, now).ranges.is_empty());
+        let err = t.acknowledge(&tp(), 1, AckType::Accept, now).unwrap_err();
+        assert!(matches!(err, ShareError::LockExpired { .. }));
+    }
+}

@@ -1,0 +1,448 @@
+//! The share consumer: fetch from every leader of the assignment, hand out
+//! acquired records, send their acknowledgements back.
+
+use super::acks::{AckRange, AckTracker, GAP};
+use super::cluster::Cluster;
+use super::connection::Connection;
+use super::error::{AckFailure, ShareError};
+use super::fetch::decode_partition;
+use super::membership::Membership;
+use super::session::{Session, Tip};
+use super::{CommitResult, ShareConsumerConfig, TopicPartition};
+use crate::kafka::{AckType, ConsumedRecord};
+use futures::future::join_all;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::{
+    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SHARE_FETCH_VERSION: i16 = 1;
+const SHARE_ACKNOWLEDGE_VERSION: i16 = 1;
+const MAX_FETCH_BYTES: i32 = 50 * 1024 * 1024;
+/// Used if a broker reports no acquisition lock timeout (30 s is Kafka's default).
+const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+const METADATA_RETRY: Duration = Duration::from_millis(100);
+
+pub struct ShareConsumer {
+    config: ShareConsumerConfig,
+    cluster: Arc<Cluster>,
+    membership: Membership,
+    /// Share session with each partition leader, by node id.
+    sessions: HashMap<i32, Session>,
+    tracker: AckTracker,
+    /// Outcome of acks sent since the last `commit_sync`.
+    results: CommitResult,
+    metadata_stale: bool,
+}
+
+/// One ShareFetch or ShareAcknowledge on its way to a broker.
+struct Exchange<P> {
+    node: i32,
+    conn: Arc<Connection>,
+    /// Partitions whose acks ride on this request.
+    acked: Vec<TopicPartition>,
+    plan: P,
+}
+
+impl ShareConsumer {
+    /// Bootstrap, learn the topics, and join the share group.
+    pub async fn connect(config: ShareConsumerConfig) -> Result<Self, ShareError> {
+        if config.group_id.is_empty() || config.topics.is_empty() {
+            return Err(ShareError::Config("group_id and topics are required".into()));
+        }
+        let cluster = Cluster::bootstrap(&config.bootstrap_servers, &config.client_id, config.request_timeout).await?;
+        // Topics may be created by this request; their ids appear shortly after.
+        let deadline = Instant::now() + config.request_timeout;
+        loop {
+            cluster.refresh(&config.topics).await?;
+            let known = config.topics.iter().all(|t| cluster.topic_id(t).is_some());
+            if known || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(METADATA_RETRY).await;
+        }
+        let membership = Membership::join(cluster.clone(), &config.group_id, &config.topics).await?;
+        tracing::info!(
+            group = %config.group_id,
+            member = membership.member_id(),
+            "joined share group"
+        );
+        Ok(ShareConsumer {
+            config,
+            cluster,
+            membership,
+            sessions: HashMap::new(),
+            tracker: AckTracker::default(),
+            results: CommitResult::default(),
+            metadata_stale: false,
+        })
+    }
+
+    pub fn member_id(&self) -> &str {
+        self.membership.member_id()
+    }
+
+    /// Partitions the coordinator assigned to this member.
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        let mut out: Vec<(String, i32)> = self
+            .membership
+            .state()
+            .assignment
+            .iter()
+            .filter_map(|(id, ps)| Some((self.cluster.topic_name(*id)?, ps)))
+            .flat_map(|(name, ps)| ps.iter().map(move |p| (name.clone(), *p)))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Fetch acquired records, waiting up to `timeout` for some. Pending
+    /// acknowledgements ride along with the fetches.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>, ShareError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(fatal) = self.membership.state().fatal {
+                return Err(ShareError::Membership(fatal));
+            }
+            self.tracker.purge(Instant::now());
+            if self.metadata_stale {
+                self.refresh_metadata().await;
+            }
+            let targets = self.fetch_targets();
+            if targets.is_empty() {
+                // Nothing assigned yet: wait for the coordinator to change that.
+                tokio::select! {
+                    _ = self.membership.changed() => continue,
+                    _ = tokio::time::sleep_until(deadline.into()) => return Ok(Vec::new()),
+                }
+            }
+            let max_wait = self.config.max_wait.min(deadline.saturating_duration_since(Instant::now()));
+            let records = self.fetch_round(targets, max_wait).await;
+            if !records.is_empty() || Instant::now() >= deadline {
+                return Ok(records);
+            }
+        }
+    }
+
+    /// Record how the application handled a record from `poll`. Sent with the
+    /// next poll or `commit_sync`.
+    pub fn acknowledge(&mut self, topic: &str, partition: i32, offset: i64, ack: AckType) -> Result<(), ShareError> {
+        let tp = TopicPartition::new(topic, partition);
+        self.tracker.acknowledge(&tp, offset, ack, Instant::now())
+    }
+
+    /// Send every pending acknowledgement and report, per partition, how the
+    /// acks sent since the last commit fared.
+    pub async fn commit_sync(&mut self) -> Result<CommitResult, ShareError> {
+        let now = Instant::now();
+        let mut exchanges = Vec::new();
+        for node in self.tracker.nodes_with_pending() {
+            let conn = match self.cluster.broker(node).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    self.lose_session(node, AckFailure::from(&e));
+                    continue;
+                }
+            };
+            if !self.sessions.entry(node).or_default().is_open() {
+                // Records outlive no session: they were released with it.
+                let failure = AckFailure::Broker(ResponseError::ShareSessionNotFound);
+                self.lose_session(node, failure);
+                continue;
+            }
+            let (acks, acked) = self.take_acks(node, now);
+            if acks.is_empty() {
+                continue;
+            }
+            let request = self.sessions[&node].ack_request(self.ack_base(), &acks, false);
+            exchanges.push(Exchange { node, conn, acked, plan: request });
+        }
+        let timeout = self.config.request_timeout;
+        let replies =
+            join_all(exchanges.iter().map(|x| x.conn.send(&x.plan, SHARE_ACKNOWLEDGE_VERSION, timeout))).await;
+        for (exchange, reply) in exchanges.into_iter().zip(replies) {
+            self.handle_ack_reply(exchange, reply);
+        }
+        Ok(std::mem::take(&mut self.results))
+    }
+
+    /// Release what the application did not acknowledge, commit, close the
+    /// share sessions and leave the group.
+    pub async fn close(mut self) -> Result<(), ShareError> {
+        self.tracker.release_unacknowledged(Instant::now());
+        let committed = self.commit_sync().await;
+        let open: Vec<i32> = self.sessions.iter().filter(|(_, s)| s.is_open()).map(|(node, _)| *node).collect();
+        for node in open {
+            if let Err(e) = self.close_session(node).await {
+                tracing::debug!(node, error = %e, "closing share session");
+            }
+        }
+        let left = self.membership.leave().await;
+        self.cluster.shutdown().await;
+        let committed = committed?;
+        left?;
+        if committed.is_ok() { Ok(()) } else { Err(ShareError::CommitFailed(committed.failures())) }
+    }
+
+    async fn close_session(&mut self, node: i32) -> Result<(), ShareError> {
+        let conn = self.cluster.broker(node).await?;
+        let request = self.sessions[&node].ack_request(self.ack_base(), &BTreeMap::new(), true);
+        let reply = conn.send(&request, SHARE_ACKNOWLEDGE_VERSION, self.config.request_timeout).await?;
+        self.sessions.remove(&node);
+        match ShareError::broker(reply.error_code, "closing share session") {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn refresh_metadata(&mut self) {
+        match self.cluster.refresh(&self.config.topics).await {
+            Ok(()) => self.metadata_stale = false,
+            Err(e) => tracing::warn!(error = %e, "metadata refresh failed"),
+        }
+    }
+
+    /// Partitions to fetch, by leader. Leaders that only need to forget
+    /// partitions or take acks get an entry too.
+    fn fetch_targets(&mut self) -> BTreeMap<i32, BTreeSet<Tip>> {
+        let mut targets: BTreeMap<i32, BTreeSet<Tip>> = BTreeMap::new();
+        for (topic_id, partitions) in self.membership.state().assignment {
+            let Some(topic) = self.cluster.topic_name(topic_id) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            for partition in partitions {
+                match self.cluster.leader(&topic, partition) {
+                    Some(node) => {
+                        targets.entry(node).or_default().insert((topic_id, partition));
+                    }
+                    None => self.metadata_stale = true,
+                }
+            }
+        }
+        for node in self.tracker.nodes_with_pending() {
+            targets.entry(node).or_default();
+        }
+        for (node, session) in &self.sessions {
+            if session.is_open() && !session.is_empty() {
+                targets.entry(*node).or_default();
+            }
+        }
+        targets
+    }
+
+    /// One ShareFetch to each target leader, concurrently.
+    async fn fetch_round(&mut self, targets: BTreeMap<i32, BTreeSet<Tip>>, max_wait: Duration) -> Vec<ConsumedRecord> {
+        let sent_at = Instant::now();
+        let mut exchanges = Vec::new();
+        for (node, wanted) in targets {
+            let conn = match self.cluster.broker(node).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "cannot reach partition leader");
+                    self.lose_session(node, AckFailure::from(&e));
+                    continue;
+                }
+            };
+            let open = self.sessions.entry(node).or_default().is_open();
+            // Acks need an open session; a new one has nothing to ack.
+            let (acks, acked) = if open { self.take_acks(node, sent_at) } else { Default::default() };
+            let base = self.fetch_base(max_wait);
+            let plan = self.sessions[&node].plan_fetch(base, &wanted, &acks);
+            exchanges.push(Exchange { node, conn, acked, plan });
+        }
+        let timeout = self.config.request_timeout + max_wait;
+        let replies =
+            join_all(exchanges.iter().map(|x| x.conn.send(&x.plan.request, SHARE_FETCH_VERSION, timeout))).await;
+        let mut records = Vec::new();
+        for (exchange, reply) in exchanges.into_iter().zip(replies) {
+            self.handle_fetch_reply(exchange, reply, sent_at, &mut records);
+        }
+        records
+    }
+
+    fn handle_fetch_reply(
+        &mut self,
+        x: Exchange<super::session::FetchPlan>,
+        reply: Result<ShareFetchResponse, ShareError>,
+        sent_at: Instant,
+        records: &mut Vec<ConsumedRecord>,
+    ) {
+        let reply = match reply.and_then(|r| match ShareError::broker(r.error_code, "ShareFetch") {
+            Some(e) => Err(e),
+            None => Ok(r),
+        }) {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::info!(node = x.node, error = %e, "share session lost; reopening");
+                let failure = AckFailure::from(&e);
+                for tp in x.acked {
+                    self.results.record(tp, Some(failure.clone()));
+                }
+                self.lose_session(x.node, failure);
+                return;
+            }
+        };
+        self.sessions.entry(x.node).or_default().fetched(x.plan);
+        let lock = match reply.acquisition_lock_timeout_ms {
+            ms if ms > 0 => Duration::from_millis(ms as u64),
+            _ => DEFAULT_LOCK_TIMEOUT,
+        };
+        // Measured from sending: the broker started the clock before replying.
+        let expires_at = sent_at + lock;
+        let mut answered = BTreeSet::new();
+        for topic in &reply.responses {
+            let Some(name) = self.cluster.topic_name(topic.topic_id) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            for part in &topic.partitions {
+                let tp = TopicPartition::new(&name, part.partition_index);
+                if x.acked.contains(&tp) {
+                    let outcome = ResponseError::try_from_code(part.acknowledge_error_code);
+                    self.results.record(tp.clone(), outcome.map(AckFailure::Broker));
+                    answered.insert(tp.clone());
+                }
+                if let Some(error) = ResponseError::try_from_code(part.error_code) {
+                    self.partition_error(x.node, &tp, error);
+                    continue;
+                }
+                let acquired = decode_partition(&name, part, expires_at);
+                for r in &acquired.records {
+                    self.tracker.acquired(&tp, x.node, r.offset, expires_at, None);
+                }
+                for offset in acquired.gaps {
+                    self.tracker.acquired(&tp, x.node, offset, expires_at, Some(GAP));
+                }
+                for offset in acquired.undecoded {
+                    let release = Some(AckType::Release as i8);
+                    self.tracker.acquired(&tp, x.node, offset, expires_at, release);
+                }
+                records.extend(acquired.records);
+            }
+        }
+        for tp in x.acked.into_iter().filter(|tp| !answered.contains(tp)) {
+            self.results.record(tp, Some(AckFailure::NoResponse));
+        }
+    }
+
+    fn handle_ack_reply(
+        &mut self,
+        x: Exchange<ShareAcknowledgeRequest>,
+        reply: Result<ShareAcknowledgeResponse, ShareError>,
+    ) {
+        let reply = match reply.and_then(|r| match ShareError::broker(r.error_code, "ShareAcknowledge") {
+            Some(e) => Err(e),
+            None => Ok(r),
+        }) {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::info!(node = x.node, error = %e, "acknowledgements failed");
+                let failure = AckFailure::from(&e);
+                for tp in x.acked {
+                    self.results.record(tp, Some(failure.clone()));
+                }
+                self.lose_session(x.node, failure);
+                return;
+            }
+        };
+        self.sessions.entry(x.node).or_default().acknowledged();
+        let mut answered = BTreeSet::new();
+        for topic in &reply.responses {
+            let Some(name) = self.cluster.topic_name(topic.topic_id) else {
+                continue;
+            };
+            for part in &topic.partitions {
+                let tp = TopicPartition::new(&name, part.partition_index);
+                let error = ResponseError::try_from_code(part.error_code);
+                if let Some(e) = error {
+                    self.partition_error(x.node, &tp, e);
+                }
+                self.results.record(tp.clone(), error.map(AckFailure::Broker));
+                answered.insert(tp);
+            }
+        }
+        for tp in x.acked.into_iter().filter(|tp| !answered.contains(tp)) {
+            self.results.record(tp, Some(AckFailure::NoResponse));
+        }
+    }
+
+    /// React to a partition-level error from a leader.
+    fn partition_error(&mut self, node: i32, tp: &TopicPartition, error: ResponseError) {
+        match error {
+            ResponseError::NotLeaderOrFollower
+            | ResponseError::UnknownTopicOrPartition
+            | ResponseError::UnknownTopicId
+            | ResponseError::FencedLeaderEpoch
+            | ResponseError::LeaderNotAvailable => {
+                // The partition moved: what we held through this leader is gone.
+                self.metadata_stale = true;
+                if self.tracker.lose_partition(tp, Instant::now()) {
+                    self.results.record(tp.clone(), Some(AckFailure::Broker(error)));
+                }
+            }
+            _ => tracing::warn!(node, partition = %tp, %error, "share partition error"),
+        }
+    }
+
+    /// The session with `node` is gone, and with it every record acquired
+    /// through it; acks still waiting for it fail with `failure`.
+    fn lose_session(&mut self, node: i32, failure: AckFailure) {
+        if let Some(session) = self.sessions.get_mut(&node) {
+            session.reset();
+        }
+        for tp in self.tracker.lose_node(node, Instant::now()) {
+            self.results.record(tp, Some(failure.clone()));
+        }
+        self.metadata_stale = true;
+    }
+
+    /// Pending acks for `node`, keyed for the wire; expired ones are reported
+    /// as failures instead of being sent.
+    fn take_acks(&mut self, node: i32, now: Instant) -> (BTreeMap<Tip, Vec<AckRange>>, Vec<TopicPartition>) {
+        let outgoing = self.tracker.take(node, now);
+        for tp in outgoing.expired {
+            self.results.record(tp, Some(AckFailure::LockExpired));
+        }
+        let mut acks = BTreeMap::new();
+        let mut acked = Vec::new();
+        for (tp, ranges) in outgoing.ranges {
+            match self.cluster.topic_id(&tp.topic) {
+                Some(id) => {
+                    acks.insert((id, tp.partition), ranges);
+                    acked.push(tp);
+                }
+                // Cannot happen: we fetched it by this id.
+                None => self.results.record(tp, Some(AckFailure::NoResponse)),
+            }
+        }
+        (acks, acked)
+    }
+
+    fn fetch_base(&self, max_wait: Duration) -> ShareFetchRequest {
+        ShareFetchRequest::default()
+            .with_group_id(Some(self.group_id()))
+            .with_member_id(Some(self.member_str()))
+            .with_max_wait_ms(max_wait.as_millis().min(i32::MAX as u128) as i32)
+            .with_min_bytes(1)
+            .with_max_bytes(MAX_FETCH_BYTES)
+            .with_max_records(self.config.max_records)
+            .with_batch_size(self.config.max_records)
+    }
+
+    fn ack_base(&self) -> ShareAcknowledgeRequest {
+        ShareAcknowledgeRequest::default().with_group_id(Some(self.group_id())).with_member_id(Some(self.member_str()))
+    }
+
+    fn group_id(&self) -> GroupId {
+        GroupId(StrBytes::from_string(self.config.group_id.clone()))
+    }
+
+    fn member_str(&self) -> StrBytes {
+        StrBytes::from_string(self.member_id().to_string())
+    }
+}

@@ -1,0 +1,88 @@
+//! Errors of the share consumer.
+
+use kafka_protocol::ResponseError;
+use std::fmt;
+
+/// A failure of a share-consumer call.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("connection to {addr} failed: {source}")]
+    Io {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("request {api} to {addr} timed out")]
+    Timeout { addr: String, api: i16 },
+    #[error("connection to {addr} is closed")]
+    Disconnected { addr: String },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("{context}: {error}")]
+    Broker { error: ResponseError, context: String },
+    #[error("{topic}-{partition}@{offset} is not acquired by this consumer")]
+    NotAcquired { topic: String, partition: i32, offset: i64 },
+    /// The acquisition lock ran out (or the broker released it with the share
+    /// session); the record was or will be delivered again, so no ack is sent.
+    #[error("acquisition lock on {topic}-{partition}@{offset} expired; it will be redelivered")]
+    LockExpired { topic: String, partition: i32, offset: i64 },
+    #[error("acknowledgements failed on close: {0:?}")]
+    CommitFailed(Vec<(super::TopicPartition, AckFailure)>),
+    #[error("the group membership task stopped: {0}")]
+    Membership(String),
+}
+
+impl ShareError {
+    pub(crate) fn broker(code: i16, context: impl Into<String>) -> Option<Self> {
+        ResponseError::try_from_code(code).map(|error| ShareError::Broker { error, context: context.into() })
+    }
+
+    /// The broker error code behind this error, if any.
+    pub fn response_error(&self) -> Option<ResponseError> {
+        match self {
+            ShareError::Broker { error, .. } => Some(*error),
+            _ => None,
+        }
+    }
+
+    /// A transport failure: the connection is gone and so is every share
+    /// session that lived on it.
+    pub(crate) fn is_transport(&self) -> bool {
+        matches!(self, ShareError::Io { .. } | ShareError::Timeout { .. } | ShareError::Disconnected { .. })
+    }
+}
+
+/// Why the acknowledgements of one partition did not take effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AckFailure {
+    /// The broker answered with this error code.
+    Broker(ResponseError),
+    /// Locks ran out before the acks could be sent; not sent.
+    LockExpired,
+    /// The connection broke; the broker released the records with the session.
+    Disconnected(String),
+    /// The broker's reply did not mention the partition.
+    NoResponse,
+}
+
+impl fmt::Display for AckFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AckFailure::Broker(e) => write!(f, "{e}"),
+            AckFailure::LockExpired => f.write_str("acquisition lock expired"),
+            AckFailure::Disconnected(why) => write!(f, "connection lost: {why}"),
+            AckFailure::NoResponse => f.write_str("no result for the partition in the reply"),
+        }
+    }
+}
+
+impl From<&ShareError> for AckFailure {
+    fn from(e: &ShareError) -> Self {
+        match e.response_error() {
+            Some(code) => AckFailure::Broker(code),
+            None => AckFailure::Disconnected(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Share-group membership: a background task that owns the coordinator
+//! connection and heartbeats on the interval the coordinator asks for, so the
+//! member stays in the group however rarely `poll` is called.
+
+use super::cluster::Cluster;
+use super::connection::Connection;
+use super::error::ShareError;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::{GroupId, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+const SHARE_GROUP_HEARTBEAT_VERSION: i16 = 1;
+/// Member epoch that joins the group, and the one that leaves it.
+const JOIN_EPOCH: i32 = 0;
+const LEAVE_EPOCH: i32 = -1;
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// What the consumer side sees of the membership.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemberState {
+    pub epoch: i32,
+    /// Assigned partitions by topic id; empty while (re)joining.
+    pub assignment: Vec<(Uuid, Vec<i32>)>,
+    /// Set when the coordinator refused us for good.
+    pub fatal: Option<String>,
+}
+
+/// Dropping it without `leave` makes the task leave the group on its own.
+pub(crate) struct Membership {
+    member_id: String,
+    state: watch::Receiver<MemberState>,
+    leave: Option<oneshot::Sender<oneshot::Sender<Result<(), ShareError>>>>,
+    task: JoinHandle<()>,
+}
+
+impl Membership {
+    /// Join the group and return once the coordinator accepted us.
+    pub async fn join(cluster: Arc<Cluster>, group_id: &str, topics: &[String]) -> Result<Self, ShareError> {
+        let member_id = Uuid::new_v4().to_string();
+        let mut heartbeat = Heartbeat {
+            cluster,
+            group_id: group_id.to_string(),
+            member_id: member_id.clone(),
+            topics: topics.to_vec(),
+            coordinator: None,
+            epoch: JOIN_EPOCH,
+            interval: Duration::from_secs(5),
+        };
+        let first = heartbeat.beat().await?;
+        let (tx, state) = watch::channel(MemberState::default());
+        heartbeat.apply(&first, &tx);
+        let (leave_tx, leave_rx) = oneshot::channel();
+        let task = tokio::spawn(heartbeat.run(tx, leave_rx));
+        Ok(Membership { member_id, state, leave: Some(leave_tx), task })
+    }
+
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    pub fn state(&self) -> MemberState {
+        self.state.borrow().clone()
+    }
+
+    /// Resolves when the membership state changes.
+    pub async fn changed(&mut self) {
+        if self.state.changed().await.is_err() {
+            // The task ended; nothing will change any more.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Leave the group (heartbeat with epoch -1) and stop the task.
+    pub async fn leave(mut self) -> Result<(), ShareError> {
+        let (done_tx, done_rx) = oneshot::channel();
+        let Some(leave) = self.leave.take() else {
+            return Ok(());
+        };
+        if leave.send(done_tx).is_err() {
+            return Err(ShareError::Membership("heartbeat task already ended".into()));
+        }
+        let result = done_rx.await.unwrap_or_else(|_| Err(ShareError::Membership("heartbeat task ended".into())));
+        self.task.await.ok();
+        result
+    }
+}
+
+struct Heartbeat {
+    cluster: Arc<Cluster>,
+    group_id: String,
+    member_id: String,
+    topics: Vec<String>,
+    coordinator: Option<Connection>,
+    epoch: i32,
+    interval: Duration,
+}
+
+type LeaveRequest = oneshot::Receiver<oneshot::Sender<Result<(), ShareError>>>;
+
+impl Heartbeat {
+    async fn run(mut self, tx: watch::Sender<MemberState>, mut leave: LeaveRequest) {
+        let mut wait = self.interval;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                request = &mut leave => {
+                    let result = self.leave().await;
+                    if let Ok(done) = request {
+                        done.send(result).ok();
+                    }
+                    return;
+                }
+            }
+            wait = match self.beat().await {
+                Ok(reply) => {
+                    self.apply(&reply, &tx);
+                    self.interval
+                }
+                Err(e) => self.recover(e, &tx),
+            };
+        }
+    }
+
+    /// Decide what to do after a failed heartbeat; returns when to retry.
+    fn recover(&mut self, e: ShareError, tx: &watch::Sender<MemberState>) -> Duration {
+        match e.response_error() {
+            Some(ResponseError::NotCoordinator)
+            | Some(ResponseError::CoordinatorNotAvailable)
+            | Some(ResponseError::CoordinatorLoadInProgress) => {
+                tracing::info!(error = %e, "share group coordinator moved; rediscovering");
+                self.coordinator = None;
+                RETRY_BACKOFF
+            }
+            Some(ResponseError::FencedMemberEpoch) | Some(ResponseError::UnknownMemberId) => {
+                tracing::warn!(error = %e, "fenced from share group; rejoining");
+                self.epoch = JOIN_EPOCH;
+                tx.send_modify(|s| {
+                    s.epoch = JOIN_EPOCH;
+                    s.assignment.clear();
+                });
+                Duration::ZERO
+            }
+            Some(code) if !code.is_retriable() => {
+                tracing::error!(error = %e, "share group heartbeat refused");
+                tx.send_modify(|s| s.fatal = Some(e.to_string()));
+                self.interval
+            }
+            _ => {
+                if e.is_transport() {
+                    self.coordinator = None;
+                }
+                tracing::warn!(error = %e, "share group heartbeat failed; retrying");
+                RETRY_BACKOFF
+            }
+        }
+    }
+
+    fn apply(&mut self, reply: &ShareGroupHeartbeatResponse, tx: &watch::Sender<MemberState>) {
+        self.epoch = reply.member_epoch;
+        if reply.heartbeat_interval_ms > 0 {
+            self.interval = Duration::from_millis(reply.heartbeat_interval_ms as u64);
+        }
+        let assignment = reply
+            .assignment
+            .as_ref()
+            .map(|a| a.topic_partitions.iter().map(|tp| (tp.topic_id, tp.partitions.clone())).collect::<Vec<_>>());
+        tx.send_if_modified(|s| {
+            let before = (s.epoch, s.assignment.clone(), s.fatal.clone());
+            s.epoch = reply.member_epoch;
+            s.fatal = None;
+            // A null assignment means "unchanged".
+            if let Some(assignment) = assignment {
+                s.assignment = assignment;
+            }
+            before != (s.epoch, s.assignment.clone(), s.fatal.clone())
+        });
+    }
+
+    async fn beat(&mut self) -> Result<ShareGroupHeartbeatResponse, ShareError> {
+        // Subscriptions go with the join only: null means "unchanged".
+        let subscription = (self.epoch == JOIN_EPOCH)
+            .then(|| self.topics.iter().map(|t| TopicName(StrBytes::from_string(t.clone()))).collect());
+        let reply = self.send(self.epoch, subscription).await?;
+        if let Some(e) = ShareError::broker(reply.error_code, "ShareGroupHeartbeat") {
+            return Err(e);
+        }
+        if let Some(id) = reply.member_id.as_ref().filter(|id| !id.is_empty()) {
+            self.member_id = id.to_string();
+        }
+        Ok(reply)
+    }
+
+    async fn leave(&mut self) -> Result<(), ShareError> {
+        let reply = self.send(LEAVE_EPOCH, None).await?;
+        match ShareError::broker(reply.error_code, "leaving the share group") {
+            // Already gone from the group: leaving succeeded.
+            Some(e) if e.response_error() == Some(ResponseError::UnknownMemberId) => Ok(()),
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        epoch: i32,
+        subscription: Option<Vec<TopicName>>,
+    ) -> Result<ShareGroupHeartbeatResponse, ShareError> {
+        if self.coordinator.as_ref().is_none_or(|c| !c.is_alive()) {
+            let addr = self.cluster.find_coordinator(&self.group_id).await?;
+            self.coordinator = Some(self.cluster.connect(&addr).await?);
+        }
+        let conn = self.coordinator.as_ref().expect("connected above");
+        let req = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(self.group_id.clone())))
+            .with_member_id(StrBytes::from_string(self.member_id.clone()))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names(subscription);
+        let result = conn.send(&req, SHARE_GROUP_HEARTBEAT_VERSION, self.cluster.timeout).await;
+        if result.is_err() {
+            self.coordinator = None;
+        }
+        result
+    }
+}

@@ -1,0 +1,100 @@
+//! A KIP-932 share-group consumer on the `kafka-protocol` codec.
+//!
+//! Layout: [`connection`] frames requests on one TCP connection per broker,
+//! [`cluster`] keeps metadata and the connection pool, [`membership`]
+//! heartbeats in a background task, [`session`] tracks the share session
+//! with each partition leader, [`fetch`] decodes acquired records, and
+//! [`acks`] holds the records we own until they are acknowledged. The
+//! consumer itself ([`consumer`]) drives ShareFetch and ShareAcknowledge.
+
+mod acks;
+mod cluster;
+mod connection;
+mod consumer;
+mod error;
+mod fetch;
+mod membership;
+mod session;
+
+pub use consumer::ShareConsumer;
+pub use error::{AckFailure, ShareError};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Settings of a [`ShareConsumer`].
+#[derive(Clone, Debug)]
+pub struct ShareConsumerConfig {
+    /// Comma-separated `host:port` list.
+    pub bootstrap_servers: String,
+    pub group_id: String,
+    pub topics: Vec<String>,
+    pub client_id: String,
+    /// How long a ShareFetch may wait on the broker for records.
+    pub max_wait: Duration,
+    /// Records per ShareFetch (a hint to the broker).
+    pub max_records: i32,
+    /// Deadline of a single request, on top of `max_wait` for fetches.
+    pub request_timeout: Duration,
+}
+
+impl ShareConsumerConfig {
+    /// A configuration with the usual defaults for the rest.
+    pub fn new(bootstrap_servers: &str, group_id: &str, topics: &[&str]) -> Self {
+        ShareConsumerConfig {
+            bootstrap_servers: bootstrap_servers.to_string(),
+            group_id: group_id.to_string(),
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            client_id: "spillway".to_string(),
+            max_wait: Duration::from_millis(500),
+            max_records: 500,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: &str, partition: i32) -> Self {
+        TopicPartition { topic: topic.to_string(), partition }
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Outcome of the acknowledgements sent since the previous commit (by
+/// `commit_sync` itself or piggybacked on fetches): per partition, `None` when
+/// the broker applied them, the failure otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitResult {
+    pub partitions: BTreeMap<TopicPartition, Option<AckFailure>>,
+}
+
+impl CommitResult {
+    /// True when every partition's acknowledgements took effect.
+    pub fn is_ok(&self) -> bool {
+        self.partitions.values().all(Option::is_none)
+    }
+
+    pub fn failures(&self) -> Vec<(TopicPartition, AckFailure)> {
+        self.partitions.iter().filter_map(|(tp, f)| f.clone().map(|f| (tp.clone(), f))).collect()
+    }
+
+    fn record(&mut self, tp: TopicPartition, outcome: Option<AckFailure>) {
+        // A failure is never overwritten by a later success.
+        let slot = self.partitions.entry(tp).or_insert(None);
+        if slot.is_none() {
+            *slot = outcome;
+        }
+    }
+}

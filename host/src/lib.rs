@@ -1,0 +1,11 @@
+//! Spillway: a WebAssembly plugin host for Kafka sink connectors.
+//!
+//! The data path, top to bottom: [`kafka`] fetches records (a share group or a
+//! classic group), [`task`] turns them into sink records and drives a plugin
+//! instance from [`runtime`] through put, acknowledge and commit, and the
+//! plugin reaches the outside world only through [`capabilities`].
+
+pub mod capabilities;
+pub mod kafka;
+pub mod runtime;
+pub mod task;

@@ -1,0 +1,240 @@
+//! The `spillway` command.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use spillway::kafka::embedded::EmbeddedBroker;
+use spillway::kafka::producer::Producer;
+use spillway::runtime::Runtime;
+use spillway::task::{self, ConnectorConfig, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "spillway", version, about = "A WebAssembly plugin host for Kafka sink connectors")]
+struct Cli {
+    /// Where compiled plugins are cached.
+    #[arg(long, global = true, env = "SPILLWAY_CACHE_DIR", default_value = ".spillway/cache")]
+    cache_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs one connector. Without --bootstrap-servers, starts an embedded
+    /// broker, feeds it sample records and stops once all are acknowledged.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Kafka bootstrap servers; omit to use the embedded broker.
+    #[arg(long, env = "SPILLWAY_BOOTSTRAP_SERVERS")]
+    bootstrap_servers: Option<String>,
+    /// The plugin component (.wasm).
+    #[arg(long, default_value = "target/plugins/file-sink.wasm")]
+    plugin: PathBuf,
+    /// Connector config as a JSON object of strings (Connect's format); the
+    /// embedded run has a default.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Sample records to produce first (the embedded run defaults to 10000).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Where the embedded run's file sink writes.
+    #[arg(long, default_value = ".spillway/out")]
+    out_dir: PathBuf,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Command::Run(args) => runtime.block_on(run(&cli.cache_dir, args)),
+    }
+}
+
+async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
+    // The embedded broker lives as long as this function: keep it in scope.
+    let mut embedded = None;
+    let bootstrap = match &args.bootstrap_servers {
+        Some(b) => b.clone(),
+        None => {
+            let broker = EmbeddedBroker::start(1)?;
+            let bootstrap = broker.bootstrap_servers();
+            eprintln!("no bootstrap servers given: started the embedded broker at {bootstrap}");
+            embedded = Some(broker);
+            bootstrap
+        }
+    };
+
+    let raw = match &args.config {
+        Some(path) => read_config(path)?,
+        None if embedded.is_some() => demo_config(&args.out_dir)?,
+        None => bail!("--config is required with --bootstrap-servers"),
+    };
+    let config = ConnectorConfig::parse(&raw, &WorkerDefaults::default()).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
+        anyhow::anyhow!("invalid connector config:\n{}", lines.join("\n"))
+    })?;
+    let config = Arc::new(config);
+
+    let records = args.records.or(embedded.as_ref().map(|_| 10_000)).unwrap_or(0);
+    if let Some(broker) = &embedded {
+        for topic in &config.topics {
+            broker.create_topic(topic, 4)?;
+        }
+    }
+
+    let runtime = Runtime::new(cache_dir)?;
+    let started = Instant::now();
+    let plugin = runtime.load_file(&args.plugin)?;
+    eprintln!(
+        "plugin {} {} ({}) ready in {} ms",
+        plugin.metadata.name,
+        plugin.metadata.version,
+        &plugin.digest[..19],
+        started.elapsed().as_millis()
+    );
+    if plugin.metadata.name != config.plugin {
+        bail!("connector.class is '{}' but the plugin is '{}'", config.plugin, plugin.metadata.name);
+    }
+
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    let mut metrics = Vec::new();
+    for task_id in 0..config.tasks_max {
+        let m = Arc::new(TaskMetrics::default());
+        metrics.push(m.clone());
+        let spec = TaskSpec {
+            task_id,
+            config: config.clone(),
+            plugin: plugin.clone(),
+            bootstrap_servers: bootstrap.clone(),
+            metrics: m,
+        };
+        let task = task::start(&runtime, spec).await.with_context(|| format!("starting task {task_id}"))?;
+        tasks.push(tokio::spawn(task.run(stop.clone())));
+    }
+    eprintln!("connector {} running {} task(s) on {}", config.name, config.tasks_max, config.topics.join(","));
+
+    let topic = config.topics[0].clone();
+    let producer = tokio::spawn({
+        let producer = Producer::new(&bootstrap, &[])?;
+        async move { producer.send_samples(&topic, 0, records).await }
+    });
+
+    let acknowledged = |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.acknowledged()).sum::<u64>();
+    let polled =
+        |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.polled.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let run_started = Instant::now();
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = tokio::signal::ctrl_c() => break,
+        }
+        let (p, a) = (polled(&metrics), acknowledged(&metrics));
+        eprintln!(
+            "[{:>4.1}s] delivered {p:>8}  acknowledged {a:>8}  ({:.0} records/s)",
+            run_started.elapsed().as_secs_f64(),
+            a as f64 / run_started.elapsed().as_secs_f64()
+        );
+        if records > 0 && a >= records && args.bootstrap_servers.is_none() {
+            break;
+        }
+        if tasks.iter().any(|t| t.is_finished()) {
+            break;
+        }
+    }
+    stop.cancel();
+    let produced = match producer.await? {
+        Ok(()) => records,
+        Err(e) => {
+            eprintln!("producing sample records failed: {e}");
+            0
+        }
+    };
+    let mut failed = Vec::new();
+    for (task_id, task) in tasks.into_iter().enumerate() {
+        if let TaskExit::Failed(trace) = task.await? {
+            failed.push(format!("task {task_id} failed: {trace}"));
+        }
+    }
+
+    let sum = |f: fn(&TaskMetrics) -> u64| metrics.iter().map(|m| f(m)).sum::<u64>();
+    use std::sync::atomic::Ordering::Relaxed;
+    println!("summary for connector {}:", config.name);
+    println!("  records produced      {produced}");
+    println!("  records delivered     {}", sum(|m| m.polled.load(Relaxed)));
+    println!("  records acknowledged  {}", sum(|m| m.acknowledged()));
+    println!("    accepted            {}", sum(|m| m.accepted.load(Relaxed)));
+    println!("    rejected            {}", sum(|m| m.rejected.load(Relaxed)));
+    println!("    to the DLQ          {}", sum(|m| m.dead_lettered.load(Relaxed)));
+    println!("  records released      {}", sum(|m| m.released.load(Relaxed)));
+    println!("  elapsed               {:.1} s", run_started.elapsed().as_secs_f64());
+    if embedded.is_some() {
+        println!("  output                {}", args.out_dir.join("records-*.jsonl").display());
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("\n"));
+    }
+    Ok(())
+}
+
+fn read_config(path: &Path) -> Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    // Accept both a bare config and Connect's {"name": .., "config": {..}}.
+    let (name, config) = match value.get("config") {
+        Some(config) => (value.get("name").and_then(|n| n.as_str()).map(String::from), config.clone()),
+        None => (None, value),
+    };
+    let serde_json::Value::Object(map) = config else { bail!("{}: config must be a JSON object", path.display()) };
+    let mut raw: BTreeMap<String, String> =
+        map.into_iter().map(|(k, v)| (k, v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))).collect();
+    if let Some(name) = name {
+        raw.entry("name".into()).or_insert(name);
+    }
+    Ok(raw)
+}
+
+/// The embedded run: sample records through the file sink into `out_dir`.
+fn demo_config(out_dir: &Path) -> Result<BTreeMap<String, String>> {
+    std::fs::create_dir_all(out_dir)?;
+    let out_dir = std::fs::canonicalize(out_dir)?;
+    // Start afresh, so that the summary's counts match the files.
+    for entry in std::fs::read_dir(&out_dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let file = out_dir.join("records-{task}.jsonl");
+    let out = out_dir.to_str().context("output directory is not UTF-8")?;
+    Ok([
+        ("name", "demo-file-sink"),
+        ("connector.class", "file-sink"),
+        ("tasks.max", "2"),
+        ("topics", "spillway-demo"),
+        // The embedded broker has no share groups.
+        ("consumer.override.group.protocol", "classic"),
+        ("file", file.to_str().context("output path is not UTF-8")?),
+        ("plugin.grant.fs.dirs", out),
+        ("flush.interval.ms", "500"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect())
+}

@@ -1,0 +1,27 @@
+//! Kafka records into the plugin's sink records.
+
+use crate::kafka::{ConsumedRecord, TimestampType};
+use crate::runtime::bindings::{self, Header, SinkRecord};
+
+pub fn to_sink_record(id: u64, r: &ConsumedRecord) -> SinkRecord {
+    SinkRecord {
+        id,
+        topic: r.topic.clone(),
+        partition: r.partition,
+        offset: r.offset,
+        timestamp: r.timestamp,
+        timestamp_type: match r.timestamp_type {
+            TimestampType::None => bindings::TimestampType::NoTimestampType,
+            TimestampType::CreateTime => bindings::TimestampType::CreateTime,
+            TimestampType::LogAppendTime => bindings::TimestampType::LogAppendTime,
+        },
+        key: r.key.as_ref().map(|b| b.to_vec()),
+        value: r.value.as_ref().map(|b| b.to_vec()),
+        headers: r
+            .headers
+            .iter()
+            .map(|(key, value)| Header { key: key.clone(), value: value.as_ref().map(|b| b.to_vec()) })
+            .collect(),
+        delivery_count: r.delivery_count,
+    }
+}

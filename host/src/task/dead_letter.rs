@@ -1,0 +1,46 @@
+//! The dead-letter queue: a rejected record is copied there, with Connect's
+//! `__connect.errors.*` context headers, before it is acknowledged.
+
+use crate::kafka::ConsumedRecord;
+use crate::kafka::producer::{OutgoingRecord, Producer};
+use anyhow::Result;
+
+pub struct DeadLetterQueue {
+    pub producer: Producer,
+    pub topic: String,
+    pub context_headers: bool,
+    pub connector: String,
+    pub task: u32,
+}
+
+impl DeadLetterQueue {
+    /// Returns once the broker has the record.
+    pub async fn send(&self, record: &ConsumedRecord, reason: &str) -> Result<()> {
+        let mut headers: Vec<(String, Option<Vec<u8>>)> =
+            record.headers.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|b| b.to_vec()))).collect();
+        if self.context_headers {
+            let context = [
+                ("__connect.errors.topic", record.topic.clone()),
+                ("__connect.errors.partition", record.partition.to_string()),
+                ("__connect.errors.offset", record.offset.to_string()),
+                ("__connect.errors.connector.name", self.connector.clone()),
+                ("__connect.errors.task.id", self.task.to_string()),
+                ("__connect.errors.stage", "TASK_PUT".into()),
+                ("__connect.errors.class.name", "spillway.plugin.RecordRejected".into()),
+                ("__connect.errors.exception.class.name", "spillway.plugin.RecordRejected".into()),
+                ("__connect.errors.exception.message", reason.to_string()),
+            ];
+            headers.extend(context.into_iter().map(|(k, v)| (k.to_string(), Some(v.into_bytes()))));
+        }
+        self.producer
+            .send(OutgoingRecord {
+                topic: &self.topic,
+                partition: None,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                headers,
+            })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,385 @@
+//! The KIP-932 share consumer against a real Kafka-protocol broker: the one in
+//! SPILLWAY_TEST_BOOTSTRAP, or a librdkafka mock cluster started per test.
+
+mod support;
+
+use spillway::kafka::share::{ShareConsumer, ShareConsumerConfig, ShareError};
+use spillway::kafka::{AckType, ConsumedRecord};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::{Broker, produce, support_dir, unique};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Upper bound for loops that wait for records; tests assert on what arrived,
+/// never on how long it took.
+const PATIENCE: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(500);
+
+async fn connect(broker: &Broker, group: &str, topic: &str) -> ShareConsumer {
+    let mut config = ShareConsumerConfig::new(&broker.bootstrap, group, &[topic]);
+    config.client_id = "spillway-share-test".into();
+    ShareConsumer::connect(config).await.expect("connect")
+}
+
+/// Join and fetch once: a new share group starts at the log end, and on the
+/// mock only from its first ShareFetch.
+async fn join(broker: &Broker, group: &str, topic: &str) -> ShareConsumer {
+    let mut consumer = connect(broker, group, topic).await;
+    let early = consumer.poll(Duration::from_secs(1)).await.expect("poll");
+    assert!(early.is_empty(), "nothing was produced yet");
+    consumer
+}
+
+fn key(r: &ConsumedRecord) -> String {
+    String::from_utf8(r.key.as_deref().expect("key").to_vec()).expect("utf-8 key")
+}
+
+/// Poll, acknowledge each record with `decide`, commit after every batch
+/// (asserting success), until `done` says so or patience runs out.
+async fn consume(
+    consumer: &mut ShareConsumer,
+    mut decide: impl FnMut(&ConsumedRecord) -> AckType,
+    mut done: impl FnMut(&[ConsumedRecord]) -> bool,
+) -> Vec<ConsumedRecord> {
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = Vec::new();
+    while !done(&seen) && Instant::now() < deadline {
+        let batch = consumer.poll(POLL).await.expect("poll");
+        for r in &batch {
+            let ack = decide(r);
+            consumer
+                .acknowledge(&r.topic, r.partition, r.offset, ack)
+                .expect("acknowledge a record we hold");
+        }
+        if !batch.is_empty() {
+            let result = consumer.commit_sync().await.expect("commit_sync");
+            assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+        }
+        seen.extend(batch);
+    }
+    seen
+}
+
+fn keys_of(records: &[ConsumedRecord]) -> BTreeSet<String> {
+    records.iter().map(key).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn accepted_records_are_not_delivered_again() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-accept"), unique("group"));
+    let mut first = join(&broker, &group, &topic).await;
+    assert!(!first.member_id().is_empty());
+    assert!(
+        !first.assignment().is_empty(),
+        "joined without an assignment"
+    );
+
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
+        .await
+        .into_iter()
+        .collect();
+    let got = consume(
+        &mut first,
+        |_| AckType::Accept,
+        |seen| keys_of(seen).len() >= produced.len(),
+    )
+    .await;
+    assert_eq!(keys_of(&got), produced);
+    assert_eq!(got.len(), produced.len(), "a record was delivered twice");
+    for r in &got {
+        assert_eq!(r.delivery_count, 1, "{} redelivered", key(r));
+        assert!(r.lock_expires_at.is_some());
+    }
+    // Not ours (any more): refused, and nothing is sent for it.
+    let r = &got[0];
+    let again = first.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept);
+    assert!(
+        matches!(again, Err(ShareError::NotAcquired { .. })),
+        "{again:?}"
+    );
+    first.close().await.expect("close");
+
+    // A later member of the group gets only what was produced after.
+    let mut second = join(&broker, &group, &topic).await;
+    let fresh: BTreeSet<String> = produce(&broker.bootstrap, &topic, 10)
+        .await
+        .into_iter()
+        .collect();
+    let later = consume(
+        &mut second,
+        |_| AckType::Accept,
+        |seen| keys_of(seen).len() >= fresh.len(),
+    )
+    .await;
+    assert_eq!(keys_of(&later), fresh, "only the later records, once each");
+    assert_eq!(later.len(), fresh.len());
+    assert!(later.iter().all(|r| r.delivery_count == 1));
+    second.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn released_records_come_back_and_rejected_ones_do_not() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-release"), unique("group"));
+    let mut consumer = join(&broker, &group, &topic).await;
+    let produced = produce(&broker.bootstrap, &topic, 30).await;
+    let index =
+        |r: &ConsumedRecord| -> usize { key(r).rsplit('-').next().unwrap().parse().unwrap() };
+    let plan = |i: usize| match i % 3 {
+        0 => AckType::Release,
+        1 => AckType::Reject,
+        _ => AckType::Accept,
+    };
+    let first = consume(
+        &mut consumer,
+        |r| plan(index(r)),
+        |seen| keys_of(seen).len() >= produced.len(),
+    )
+    .await;
+    assert_eq!(first.len(), produced.len());
+    assert!(first.iter().all(|r| r.delivery_count == 1));
+
+    let released: BTreeSet<String> = first
+        .iter()
+        .filter(|r| plan(index(r)) == AckType::Release)
+        .map(key)
+        .collect();
+    let again = consume(
+        &mut consumer,
+        |_| AckType::Accept,
+        |seen| keys_of(seen).len() >= released.len(),
+    )
+    .await;
+    assert_eq!(
+        keys_of(&again),
+        released,
+        "exactly the released records return"
+    );
+    for r in &again {
+        assert_eq!(r.delivery_count, 2, "{} delivery count", key(r));
+    }
+    // Nothing else is pending: a last round of polls brings nothing back.
+    for _ in 0..3 {
+        let extra = consumer.poll(POLL).await.expect("poll");
+        assert!(extra.is_empty(), "redelivered: {:?}", keys_of(&extra));
+    }
+    consumer.close().await.expect("close");
+}
+
+/// Wait until `consumers` hold disjoint, non-empty assignments (the
+/// coordinator tells each member on its next heartbeat).
+async fn await_split(consumers: &mut [&mut ShareConsumer]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let assignments: Vec<_> = consumers.iter().map(|c| c.assignment()).collect();
+        let total: usize = assignments.iter().map(Vec::len).sum();
+        let union: BTreeSet<_> = assignments.iter().flatten().collect();
+        if assignments.iter().all(|a| !a.is_empty()) && union.len() == total {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no split: {assignments:?}");
+        for c in consumers.iter_mut() {
+            assert!(c.poll(Duration::from_millis(200)).await.unwrap().is_empty());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_members_split_the_records() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-split"), unique("group"));
+    let mut a = join(&broker, &group, &topic).await;
+    let mut b = join(&broker, &group, &topic).await;
+    assert_ne!(a.member_id(), b.member_id());
+    await_split(&mut [&mut a, &mut b]).await;
+
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
+        .await
+        .into_iter()
+        .collect();
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        let union: BTreeSet<String> = keys_of(&got_a).union(&keys_of(&got_b)).cloned().collect();
+        if union.len() >= produced.len() {
+            break;
+        }
+        for (consumer, got) in [(&mut a, &mut got_a), (&mut b, &mut got_b)] {
+            let batch = consumer
+                .poll(Duration::from_millis(200))
+                .await
+                .expect("poll");
+            for r in &batch {
+                consumer
+                    .acknowledge(&r.topic, r.partition, r.offset, AckType::Accept)
+                    .expect("acknowledge");
+            }
+            let result = consumer.commit_sync().await.expect("commit_sync");
+            assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+            got.extend(batch);
+        }
+    }
+    let union: BTreeSet<String> = keys_of(&got_a).union(&keys_of(&got_b)).cloned().collect();
+    println!(
+        "member a got {}, member b got {}, {} seen by both",
+        got_a.len(),
+        got_b.len(),
+        keys_of(&got_a).intersection(&keys_of(&got_b)).count()
+    );
+    assert_eq!(union, produced, "records lost");
+    assert!(
+        !got_a.is_empty() && !got_b.is_empty(),
+        "one member got nothing"
+    );
+    a.close().await.expect("close a");
+    b.close().await.expect("close b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shares_a_group_with_confluent_kafka() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-interop"), unique("group"));
+    let mut ours = join(&broker, &group, &topic).await;
+    let partitions_alone = ours.assignment().len();
+
+    let script = support_dir().join("share_consume.py");
+    let mut python = tokio::process::Command::new("python3")
+        .arg(&script)
+        .args([&broker.bootstrap, &group, &topic, "45", "5"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start share_consume.py");
+    let mut lines = BufReader::new(python.stdout.take().unwrap()).lines();
+    let ready = lines
+        .next_line()
+        .await
+        .expect("read")
+        .expect("python output");
+    assert_eq!(ready, "READY");
+    // Produce only once the coordinator split the partitions, so both sides
+    // own some of them.
+    let deadline = Instant::now() + PATIENCE;
+    while ours.assignment().len() >= partitions_alone {
+        assert!(
+            Instant::now() < deadline,
+            "python member never got partitions"
+        );
+        ours.poll(Duration::from_millis(200)).await.expect("poll");
+    }
+
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
+        .await
+        .into_iter()
+        .collect();
+    let reader = tokio::spawn(async move {
+        let mut keys = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            if let Some(k) = line.strip_prefix("KEY ") {
+                keys.push(k.to_string());
+            }
+        }
+        keys
+    });
+    // Consume alongside python until it is done, then pick up anything its
+    // departure released.
+    let mut ours_got: Vec<ConsumedRecord> = Vec::new();
+    let mut commit_failures = 0;
+    let deadline = Instant::now() + PATIENCE;
+    let mut quiet_after_exit = 0;
+    while Instant::now() < deadline && quiet_after_exit < 4 {
+        let batch = ours.poll(POLL).await.expect("poll");
+        for r in &batch {
+            // The python member leaving can end our share session (the mock
+            // drops all sessions on any disconnect): those locks are gone.
+            match ours.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept) {
+                Ok(()) | Err(ShareError::LockExpired { .. }) => {}
+                Err(e) => panic!("acknowledge: {e}"),
+            }
+        }
+        let result = ours.commit_sync().await.expect("commit_sync");
+        commit_failures += result.failures().len();
+        let exited = python.try_wait().expect("python status").is_some();
+        if exited && batch.is_empty() {
+            quiet_after_exit += 1;
+        }
+        ours_got.extend(batch);
+    }
+    let status = python.wait().await.expect("python exit");
+    assert!(status.success(), "share_consume.py failed: {status}");
+    let theirs: BTreeSet<String> = reader.await.unwrap().into_iter().collect();
+    let mine = keys_of(&ours_got);
+    println!(
+        "spillway got {} records, confluent-kafka got {}, {} on both sides, {} failed commits",
+        mine.len(),
+        theirs.len(),
+        mine.intersection(&theirs).count(),
+        commit_failures
+    );
+    let union: BTreeSet<String> = mine.union(&theirs).cloned().collect();
+    let lost: Vec<_> = produced.difference(&union).collect();
+    assert!(lost.is_empty(), "{} records lost: {lost:?}", lost.len());
+    assert!(
+        !mine.is_empty() && !theirs.is_empty(),
+        "records were not split"
+    );
+    ours.close().await.expect("close");
+}
+
+/// On the mock any closed connection destroys every share session on the
+/// broker (and releases its locks), which lets us test what a real broker does
+/// when a session is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_session_fails_its_acks_and_the_records_return() {
+    let broker = Broker::start_or_env();
+    if !broker.is_mock() {
+        println!("skipped: needs the mock's session-dropping quirk");
+        return;
+    }
+    let (topic, group) = (unique("share-lost"), unique("group"));
+    let mut consumer = join(&broker, &group, &topic).await;
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 20)
+        .await
+        .into_iter()
+        .collect();
+    let mut held = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&held).len() < produced.len() && Instant::now() < deadline {
+        held.extend(consumer.poll(POLL).await.expect("poll"));
+    }
+    assert_eq!(keys_of(&held), produced);
+
+    // Any connection closing ends our session; the records go back.
+    drop(std::net::TcpStream::connect(&broker.bootstrap).expect("connect"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for r in &held {
+        // We cannot know yet: the acks are accepted locally...
+        consumer
+            .acknowledge(&r.topic, r.partition, r.offset, AckType::Accept)
+            .expect("acknowledge");
+    }
+    // ...and their failure is reported, not dropped.
+    let result = consumer.commit_sync().await.expect("commit_sync");
+    assert!(
+        !result.is_ok(),
+        "acks on a lost session reported as applied"
+    );
+    let failed: BTreeSet<_> = result.failures().into_iter().map(|(tp, _)| tp).collect();
+    let held_partitions: BTreeSet<_> = held
+        .iter()
+        .map(|r| spillway::kafka::share::TopicPartition::new(&r.topic, r.partition))
+        .collect();
+    assert_eq!(failed, held_partitions);
+
+    // The next fetch reopens the session and gets them all again.
+    let again = consume(
+        &mut consumer,
+        |_| AckType::Accept,
+        |seen| keys_of(seen).len() >= produced.len(),
+    )
+    .await;
+    assert_eq!(keys_of(&again), produced);
+    assert!(again.iter().all(|r| r.delivery_count == 2));
+    consumer.close().await.expect("close");
+}

@@ -1,0 +1,125 @@
+//! A plugin that misbehaves on purpose, for the host's sandbox and failure
+//! tests. Its `mode` config picks what `put` does:
+//!
+//! | mode | put |
+//! |---|---|
+//! | `accept` | accepts everything |
+//! | `panic`, `trap` | panics / executes `unreachable` |
+//! | `loop` | never returns |
+//! | `oom` | allocates until memory runs out |
+//! | `reject-odd` | rejects records at odd offsets, accepts the rest |
+//! | `retry-first` | asks to retry a record on its first delivery, accepts it after |
+//! | `fail-batch` | fails the whole call with a retriable error |
+//! | `read-file`, `write-file` | reads / creates the file `path` |
+//! | `connect` | opens a TCP connection to `addr` (ip:port) |
+//! | `env`, `clock`, `random` | reads the environment / wall clock / random bytes |
+//!
+//! The probing modes never fail the call: every record is rejected with a
+//! reason that says what the probe saw, for the test to check.
+
+use spillway_sdk::{Config, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
+
+pub struct Misbehave {
+    mode: String,
+    config: Config,
+}
+
+impl Sink for Misbehave {
+    fn metadata() -> PluginMetadata {
+        PluginMetadata::new("misbehave", env!("CARGO_PKG_VERSION"), "Misbehaves on purpose, for tests.")
+    }
+
+    fn start(config: Config) -> Result<Self, TaskError> {
+        let mode = config.get("mode").unwrap_or("accept").to_string();
+        Ok(Misbehave { mode, config })
+    }
+
+    fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
+        let each = |f: &dyn Fn(&SinkRecord) -> Outcome| PutReport {
+            outcomes: batch.iter().map(f).collect(),
+            settled: Vec::new(),
+        };
+        let probe = |seen: String| Ok(each(&|_| Outcome::Reject(seen.clone())));
+        match self.mode.as_str() {
+            "accept" => Ok(PutReport::accept_all(batch.len())),
+            "panic" => panic!("misbehave panicked on purpose"),
+            "trap" => trap(),
+            "loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "oom" => {
+                let mut hog: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hog.push(std::hint::black_box(vec![1u8; 1 << 20]));
+                }
+            }
+            "reject-odd" => Ok(each(&|r| {
+                if r.offset % 2 == 1 { Outcome::Reject(format!("odd offset {}", r.offset)) } else { Outcome::Accept }
+            })),
+            "retry-first" => Ok(each(&|r| {
+                if r.delivery_count <= 1 { Outcome::Retry("first delivery".into()) } else { Outcome::Accept }
+            })),
+            "fail-batch" => Err(TaskError::Retriable("target unavailable".into())),
+            "read-file" => probe(match std::fs::read(self.config.get("path").unwrap_or("/etc/passwd")) {
+                Ok(bytes) => format!("read {} bytes", bytes.len()),
+                Err(e) => format!("refused: {e}"),
+            }),
+            "write-file" => probe(match std::fs::write(self.config.get("path").unwrap_or("/tmp/escape"), b"x") {
+                Ok(()) => "wrote".into(),
+                Err(e) => format!("refused: {e}"),
+            }),
+            "connect" => probe(match connect(self.config.get("addr").unwrap_or("127.0.0.1:9")) {
+                Ok(()) => "connected".into(),
+                Err(e) => format!("refused: {e}"),
+            }),
+            "env" => probe(format!("env vars: {}", std::env::vars().count())),
+            "clock" => probe(format!(
+                "clock secs: {}",
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+            )),
+            "random" => probe(format!("random: {:?}", random_bytes())),
+            other => Err(TaskError::Fatal(format!("unknown mode '{other}'"))),
+        }
+    }
+}
+
+fn trap() -> ! {
+    #[cfg(target_family = "wasm")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_family = "wasm"))]
+    std::process::abort();
+}
+
+#[cfg(target_family = "wasm")]
+fn random_bytes() -> Vec<u8> {
+    wasi::random::random::get_random_bytes(8)
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn random_bytes() -> Vec<u8> {
+    Vec::new()
+}
+
+#[cfg(target_family = "wasm")]
+fn connect(addr: &str) -> Result<(), String> {
+    use wasi::sockets::network::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress};
+    let parsed: std::net::SocketAddrV4 = addr.parse().map_err(|e| format!("bad addr: {e}"))?;
+    let o = parsed.ip().octets();
+    let network = wasi::sockets::instance_network::instance_network();
+    let socket = wasi::sockets::tcp_create_socket::create_tcp_socket(IpAddressFamily::Ipv4)
+        .map_err(|e| format!("create: {e:?}"))?;
+    let remote = IpSocketAddress::Ipv4(Ipv4SocketAddress { port: parsed.port(), address: (o[0], o[1], o[2], o[3]) });
+    socket.start_connect(&network, remote).map_err(|e| format!("connect: {e:?}"))?;
+    socket.subscribe().block();
+    socket.finish_connect().map(|_| ()).map_err(|e| format!("connect: {e:?}"))
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn connect(_addr: &str) -> Result<(), String> {
+    Err("native build".into())
+}
+
+spillway_sdk::export_sink!(Misbehave);

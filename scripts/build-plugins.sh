@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the first-party plugins as WebAssembly components into target/plugins/.
+#
+# The ordinary route: `rustup target add wasm32-wasip2`, then cargo emits
+# components directly. Where that target cannot be installed (no network to
+# rustup's servers), fall back to Debian's Rust with its std source, build for
+# wasm32-wasip1 with -Zbuild-std, and componentize with the WASI adapter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PLUGINS=(noop-sink file-sink misbehave)
+OUT=target/plugins
+mkdir -p "$OUT"
+pkgs=()
+for p in "${PLUGINS[@]}"; do pkgs+=(-p "$p"); done
+
+have_wasip2() {
+  command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2
+}
+
+if ! have_wasip2 && command -v rustup >/dev/null && [ -z "${SPILLWAY_NO_RUSTUP_TARGET:-}" ]; then
+  # May hang without network: bound it.
+  timeout 20 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+fi
+
+if have_wasip2; then
+  echo "building plugins for wasm32-wasip2" >&2
+  CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --target wasm32-wasip2 "${pkgs[@]}"
+  for p in "${PLUGINS[@]}"; do
+    cp "target/wasm32-wasip2/release/${p//-/_}.wasm" "$OUT/$p.wasm"
+  done
+else
+  echo "wasm32-wasip2 not installable here: using Debian's Rust with -Zbuild-std" >&2
+  if [ ! -x /usr/bin/cargo ] || [ ! -d /usr/lib/rustlib/src/rust ] || [ ! -d /usr/lib/wasm32-wasi ]; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      rustc-web cargo-web rust-web-src lld-22 wasi-libc >/dev/null
+  fi
+  CARGO_PROFILE_RELEASE_DEBUG=false RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 RUSTFLAGS="-L native=/usr/lib/wasm32-wasi" \
+    /usr/bin/cargo build --release --target wasm32-wasip1 -Zbuild-std=std,panic_abort "${pkgs[@]}"
+  cargo build --release -q -p spillway-componentize
+  for p in "${PLUGINS[@]}"; do
+    target/release/spillway-componentize "target/wasm32-wasip1/release/${p//-/_}.wasm" "$OUT/$p.wasm"
+  done
+fi
+ls -l "$OUT"/*.wasm >&2

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the plugins and runs every test. Integration tests start their own
+# Kafka-protocol broker (librdkafka's mock, through confluent-kafka) unless
+# SPILLWAY_TEST_BOOTSTRAP names one, for example a real Apache Kafka 4.2+.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build-plugins.sh
+if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
+  python3 -m pip install -q 'confluent-kafka==2.16.1'
+fi
+cargo test --release -p spillway -p spillway-sdk

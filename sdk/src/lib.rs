@@ -1,0 +1,231 @@
+//! Write a Spillway sink connector in Rust.
+//!
+//! A plugin is a type that implements [`Sink`], exported with [`export_sink!`]:
+//!
+//! ```
+//! use spillway_sdk::{Config, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
+//!
+//! /// Counts the bytes it is given and writes nothing.
+//! pub struct CountingSink {
+//!     bytes: usize,
+//! }
+//!
+//! impl Sink for CountingSink {
+//!     fn metadata() -> PluginMetadata {
+//!         PluginMetadata::new("counting-sink", env!("CARGO_PKG_VERSION"), "Counts bytes.")
+//!     }
+//!
+//!     fn start(_config: Config) -> Result<Self, TaskError> {
+//!         Ok(CountingSink { bytes: 0 })
+//!     }
+//!
+//!     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
+//!         self.bytes += batch.iter().map(|r| r.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
+//!         Ok(PutReport::accept_all(batch.len()))
+//!     }
+//! }
+//!
+//! spillway_sdk::export_sink!(CountingSink);
+//! ```
+//!
+//! Build it as a `cdylib` for `wasm32-wasip2` (see the repository's
+//! `scripts/build-plugins.sh`) and give the `.wasm` to the host.
+//!
+//! Records the sink buffers instead of writing at once get [`Outcome::Hold`];
+//! the host acknowledges them only once a later [`Sink::put`] or [`Sink::flush`]
+//! settles them, so a crash in between means redelivery, never loss.
+
+// The generated bindings name this crate by its public path, also from inside.
+extern crate self as spillway_sdk;
+
+mod config;
+pub mod log;
+
+pub use config::Config;
+
+#[doc(hidden)]
+pub mod __private {
+    // The generated bindings are an implementation detail: plugin authors see
+    // only the re-exports at the crate root.
+    pub mod bindings {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "sink",
+            pub_export_macro: true,
+            default_bindings_module: "spillway_sdk::__private::bindings",
+            runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
+        });
+    }
+    pub use crate::__private::bindings::export;
+    pub use crate::__private::bindings::exports::spillway::connector::plugin::Guest as PluginGuest;
+    pub use crate::__private::bindings::exports::spillway::connector::sink_task::Guest as SinkTaskGuest;
+    pub use wit_bindgen;
+
+    use crate::{Config, ConfigError, PutReport, Settlement, Sink, TaskError};
+    use std::cell::RefCell;
+    use std::thread::LocalKey;
+
+    /// The one task a component instance serves.
+    pub type Slot<S> = LocalKey<RefCell<Option<S>>>;
+
+    pub fn validate<S: Sink>(config: Vec<(String, String)>) -> Vec<ConfigError> {
+        S::validate(&Config::from(config))
+    }
+
+    pub fn start<S: Sink>(slot: &'static Slot<S>, config: Vec<(String, String)>) -> Result<(), TaskError> {
+        let sink = S::start(Config::from(config))?;
+        slot.with(|s| *s.borrow_mut() = Some(sink));
+        Ok(())
+    }
+
+    pub fn put<S: Sink>(slot: &'static Slot<S>, batch: Vec<crate::SinkRecord>) -> Result<PutReport, TaskError> {
+        slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(sink) => sink.put(batch),
+            None => Err(TaskError::Fatal("put before start".into())),
+        })
+    }
+
+    pub fn flush<S: Sink>(slot: &'static Slot<S>) -> Result<Vec<Settlement>, TaskError> {
+        slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(sink) => sink.flush(),
+            None => Ok(Vec::new()),
+        })
+    }
+
+    pub fn stop<S: Sink>(slot: &'static Slot<S>) {
+        if let Some(mut sink) = slot.with(|s| s.borrow_mut().take()) {
+            sink.stop();
+        }
+    }
+}
+
+pub use __private::bindings::spillway::connector::types::{
+    ConfigError, ConfigKey, ConfigType, Header, Importance, Outcome, PluginMetadata, PutReport, Settlement, SinkRecord,
+    TaskError, TimestampType,
+};
+
+/// A sink connector. One value serves one task; the host creates it with
+/// [`Sink::start`] and drops it after [`Sink::stop`].
+pub trait Sink: Sized + 'static {
+    /// Name, version and configuration keys. Called without a task.
+    fn metadata() -> PluginMetadata;
+
+    /// Checks a configuration beyond what the host already checks from
+    /// [`Sink::metadata`] (required keys, value types). Empty means valid.
+    fn validate(_config: &Config) -> Vec<ConfigError> {
+        Vec::new()
+    }
+
+    fn start(config: Config) -> Result<Self, TaskError>;
+
+    /// Writes a batch and says, per record, what became of it.
+    fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError>;
+
+    /// Makes every held record durable and settles it.
+    fn flush(&mut self) -> Result<Vec<Settlement>, TaskError> {
+        Ok(Vec::new())
+    }
+
+    fn stop(&mut self) {}
+}
+
+impl PutReport {
+    /// Every record of a batch of `len` written durably.
+    pub fn accept_all(len: usize) -> Self {
+        PutReport { outcomes: vec![Outcome::Accept; len], settled: Vec::new() }
+    }
+}
+
+impl PluginMetadata {
+    pub fn new(name: &str, version: &str, description: &str) -> Self {
+        PluginMetadata {
+            name: name.into(),
+            version: version.into(),
+            description: description.into(),
+            config: Vec::new(),
+        }
+    }
+
+    /// Adds a configuration key.
+    pub fn key(mut self, key: ConfigKey) -> Self {
+        self.config.push(key);
+        self
+    }
+}
+
+impl ConfigKey {
+    /// An optional key with a default value.
+    pub fn optional(name: &str, ty: ConfigType, default: &str, documentation: &str) -> Self {
+        ConfigKey {
+            name: name.into(),
+            type_: ty,
+            default_value: Some(default.into()),
+            documentation: documentation.into(),
+            required: false,
+            importance: Importance::Medium,
+        }
+    }
+
+    /// A key the user must give.
+    pub fn required(name: &str, ty: ConfigType, documentation: &str) -> Self {
+        ConfigKey {
+            name: name.into(),
+            type_: ty,
+            default_value: None,
+            documentation: documentation.into(),
+            required: true,
+            importance: Importance::High,
+        }
+    }
+}
+
+/// Exports a [`Sink`] implementation as the component's `plugin` and
+/// `sink-task`. Use once per plugin crate.
+#[macro_export]
+macro_rules! export_sink {
+    ($sink:ty) => {
+        const _: () = {
+            ::std::thread_local! {
+                static TASK: ::std::cell::RefCell<::std::option::Option<$sink>> =
+                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+            }
+
+            struct Export;
+
+            impl $crate::__private::PluginGuest for Export {
+                fn metadata() -> $crate::PluginMetadata {
+                    <$sink as $crate::Sink>::metadata()
+                }
+                fn validate(
+                    config: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+                ) -> ::std::vec::Vec<$crate::ConfigError> {
+                    $crate::__private::validate::<$sink>(config)
+                }
+            }
+
+            impl $crate::__private::SinkTaskGuest for Export {
+                fn start(
+                    config: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+                ) -> ::std::result::Result<(), $crate::TaskError> {
+                    $crate::__private::start::<$sink>(&TASK, config)
+                }
+                fn put(
+                    batch: ::std::vec::Vec<$crate::SinkRecord>,
+                ) -> ::std::result::Result<$crate::PutReport, $crate::TaskError> {
+                    $crate::__private::put::<$sink>(&TASK, batch)
+                }
+                fn flush() -> ::std::result::Result<::std::vec::Vec<$crate::Settlement>, $crate::TaskError> {
+                    $crate::__private::flush::<$sink>(&TASK)
+                }
+                fn stop() {
+                    $crate::__private::stop::<$sink>(&TASK)
+                }
+            }
+
+            // Only a wasm build exports: a native build (tests, benchmarks)
+            // links the plugin as an ordinary library.
+            #[cfg(target_family = "wasm")]
+            $crate::__private::export!(Export);
+        };
+    };
+}
