@@ -6,6 +6,9 @@
 //! plugin reaches the outside world only through [`capabilities`].
 
 pub mod capabilities;
+pub mod cli;
+pub mod herder;
 pub mod kafka;
+pub mod rest;
 pub mod runtime;
 pub mod task;

@@ -15,16 +15,21 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 const PATIENCE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(500);
 
-async fn connect(broker: &Broker, group: &str, topic: &str) -> ShareConsumer {
+async fn connect(broker: &Broker, group: &str, topic: &str, max_records: i32) -> ShareConsumer {
     let mut config = ShareConsumerConfig::new(&broker.bootstrap, group, &[topic]);
     config.client_id = "spillway-share-test".into();
+    config.max_records = max_records;
     ShareConsumer::connect(config).await.expect("connect")
 }
 
 /// Join and fetch once: a new share group starts at the log end, and on the
 /// mock only from its first ShareFetch.
 async fn join(broker: &Broker, group: &str, topic: &str) -> ShareConsumer {
-    let mut consumer = connect(broker, group, topic).await;
+    join_with(broker, group, topic, 500).await
+}
+
+async fn join_with(broker: &Broker, group: &str, topic: &str, max_records: i32) -> ShareConsumer {
+    let mut consumer = connect(broker, group, topic, max_records).await;
     let early = consumer.poll(Duration::from_secs(1)).await.expect("poll");
     assert!(early.is_empty(), "nothing was produced yet");
     consumer
@@ -47,9 +52,7 @@ async fn consume(
         let batch = consumer.poll(POLL).await.expect("poll");
         for r in &batch {
             let ack = decide(r);
-            consumer
-                .acknowledge(&r.topic, r.partition, r.offset, ack)
-                .expect("acknowledge a record we hold");
+            consumer.acknowledge(&r.topic, r.partition, r.offset, ack).expect("acknowledge a record we hold");
         }
         if !batch.is_empty() {
             let result = consumer.commit_sync().await.expect("commit_sync");
@@ -68,23 +71,35 @@ fn keys_of(records: &[ConsumedRecord]) -> BTreeSet<String> {
 async fn accepted_records_are_not_delivered_again() {
     let broker = Broker::start_or_env();
     let (topic, group) = (unique("share-accept"), unique("group"));
-    let mut first = join(&broker, &group, &topic).await;
+    let mut first = join_with(&broker, &group, &topic, 20).await;
     assert!(!first.member_id().is_empty());
-    assert!(
-        !first.assignment().is_empty(),
-        "joined without an assignment"
-    );
+    assert!(!first.assignment().is_empty(), "joined without an assignment");
 
-    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
-        .await
-        .into_iter()
-        .collect();
-    let got = consume(
-        &mut first,
-        |_| AckType::Accept,
-        |seen| keys_of(seen).len() >= produced.len(),
-    )
-    .await;
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200).await.into_iter().collect();
+    // Each round commits half a batch with ShareAcknowledge and leaves the
+    // other half to ride on the next ShareFetch, so records stay held across
+    // both kinds of request and both ack paths are used.
+    let mut got: Vec<ConsumedRecord> = Vec::new();
+    let mut rounds = 0;
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&got).len() < produced.len() && Instant::now() < deadline {
+        let batch = first.poll(POLL).await.expect("poll");
+        let (now, later) = batch.split_at(batch.len() / 2);
+        for r in now {
+            first.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("ack");
+        }
+        let result = first.commit_sync().await.expect("commit_sync");
+        assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+        for r in later {
+            first.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("ack");
+        }
+        rounds += usize::from(!batch.is_empty());
+        got.extend(batch);
+    }
+    let result = first.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+    assert!(!result.partitions.is_empty(), "the last acks were not reported");
+    println!("200 records in {rounds} batches");
     assert_eq!(keys_of(&got), produced);
     assert_eq!(got.len(), produced.len(), "a record was delivered twice");
     for r in &got {
@@ -94,24 +109,13 @@ async fn accepted_records_are_not_delivered_again() {
     // Not ours (any more): refused, and nothing is sent for it.
     let r = &got[0];
     let again = first.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept);
-    assert!(
-        matches!(again, Err(ShareError::NotAcquired { .. })),
-        "{again:?}"
-    );
+    assert!(matches!(again, Err(ShareError::NotAcquired { .. })), "{again:?}");
     first.close().await.expect("close");
 
     // A later member of the group gets only what was produced after.
     let mut second = join(&broker, &group, &topic).await;
-    let fresh: BTreeSet<String> = produce(&broker.bootstrap, &topic, 10)
-        .await
-        .into_iter()
-        .collect();
-    let later = consume(
-        &mut second,
-        |_| AckType::Accept,
-        |seen| keys_of(seen).len() >= fresh.len(),
-    )
-    .await;
+    let fresh: BTreeSet<String> = produce(&broker.bootstrap, &topic, 10).await.into_iter().collect();
+    let later = consume(&mut second, |_| AckType::Accept, |seen| keys_of(seen).len() >= fresh.len()).await;
     assert_eq!(keys_of(&later), fresh, "only the later records, once each");
     assert_eq!(later.len(), fresh.len());
     assert!(later.iter().all(|r| r.delivery_count == 1));
@@ -124,38 +128,19 @@ async fn released_records_come_back_and_rejected_ones_do_not() {
     let (topic, group) = (unique("share-release"), unique("group"));
     let mut consumer = join(&broker, &group, &topic).await;
     let produced = produce(&broker.bootstrap, &topic, 30).await;
-    let index =
-        |r: &ConsumedRecord| -> usize { key(r).rsplit('-').next().unwrap().parse().unwrap() };
+    let index = |r: &ConsumedRecord| -> usize { key(r).rsplit('-').next().unwrap().parse().unwrap() };
     let plan = |i: usize| match i % 3 {
         0 => AckType::Release,
         1 => AckType::Reject,
         _ => AckType::Accept,
     };
-    let first = consume(
-        &mut consumer,
-        |r| plan(index(r)),
-        |seen| keys_of(seen).len() >= produced.len(),
-    )
-    .await;
+    let first = consume(&mut consumer, |r| plan(index(r)), |seen| keys_of(seen).len() >= produced.len()).await;
     assert_eq!(first.len(), produced.len());
     assert!(first.iter().all(|r| r.delivery_count == 1));
 
-    let released: BTreeSet<String> = first
-        .iter()
-        .filter(|r| plan(index(r)) == AckType::Release)
-        .map(key)
-        .collect();
-    let again = consume(
-        &mut consumer,
-        |_| AckType::Accept,
-        |seen| keys_of(seen).len() >= released.len(),
-    )
-    .await;
-    assert_eq!(
-        keys_of(&again),
-        released,
-        "exactly the released records return"
-    );
+    let released: BTreeSet<String> = first.iter().filter(|r| plan(index(r)) == AckType::Release).map(key).collect();
+    let again = consume(&mut consumer, |_| AckType::Accept, |seen| keys_of(seen).len() >= released.len()).await;
+    assert_eq!(keys_of(&again), released, "exactly the released records return");
     for r in &again {
         assert_eq!(r.delivery_count, 2, "{} delivery count", key(r));
     }
@@ -194,10 +179,7 @@ async fn two_members_split_the_records() {
     assert_ne!(a.member_id(), b.member_id());
     await_split(&mut [&mut a, &mut b]).await;
 
-    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
-        .await
-        .into_iter()
-        .collect();
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200).await.into_iter().collect();
     let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + PATIENCE;
     while Instant::now() < deadline {
@@ -206,14 +188,9 @@ async fn two_members_split_the_records() {
             break;
         }
         for (consumer, got) in [(&mut a, &mut got_a), (&mut b, &mut got_b)] {
-            let batch = consumer
-                .poll(Duration::from_millis(200))
-                .await
-                .expect("poll");
+            let batch = consumer.poll(Duration::from_millis(200)).await.expect("poll");
             for r in &batch {
-                consumer
-                    .acknowledge(&r.topic, r.partition, r.offset, AckType::Accept)
-                    .expect("acknowledge");
+                consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
             }
             let result = consumer.commit_sync().await.expect("commit_sync");
             assert!(result.is_ok(), "commit failed: {:?}", result.failures());
@@ -228,10 +205,7 @@ async fn two_members_split_the_records() {
         keys_of(&got_a).intersection(&keys_of(&got_b)).count()
     );
     assert_eq!(union, produced, "records lost");
-    assert!(
-        !got_a.is_empty() && !got_b.is_empty(),
-        "one member got nothing"
-    );
+    assert!(!got_a.is_empty() && !got_b.is_empty(), "one member got nothing");
     a.close().await.expect("close a");
     b.close().await.expect("close b");
 }
@@ -252,27 +226,17 @@ async fn shares_a_group_with_confluent_kafka() {
         .spawn()
         .expect("start share_consume.py");
     let mut lines = BufReader::new(python.stdout.take().unwrap()).lines();
-    let ready = lines
-        .next_line()
-        .await
-        .expect("read")
-        .expect("python output");
+    let ready = lines.next_line().await.expect("read").expect("python output");
     assert_eq!(ready, "READY");
     // Produce only once the coordinator split the partitions, so both sides
     // own some of them.
     let deadline = Instant::now() + PATIENCE;
     while ours.assignment().len() >= partitions_alone {
-        assert!(
-            Instant::now() < deadline,
-            "python member never got partitions"
-        );
+        assert!(Instant::now() < deadline, "python member never got partitions");
         ours.poll(Duration::from_millis(200)).await.expect("poll");
     }
 
-    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200)
-        .await
-        .into_iter()
-        .collect();
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200).await.into_iter().collect();
     let reader = tokio::spawn(async move {
         let mut keys = Vec::new();
         while let Some(line) = lines.next_line().await.expect("read") {
@@ -320,10 +284,7 @@ async fn shares_a_group_with_confluent_kafka() {
     let union: BTreeSet<String> = mine.union(&theirs).cloned().collect();
     let lost: Vec<_> = produced.difference(&union).collect();
     assert!(lost.is_empty(), "{} records lost: {lost:?}", lost.len());
-    assert!(
-        !mine.is_empty() && !theirs.is_empty(),
-        "records were not split"
-    );
+    assert!(!mine.is_empty() && !theirs.is_empty(), "records were not split");
     ours.close().await.expect("close");
 }
 
@@ -339,10 +300,7 @@ async fn a_lost_session_fails_its_acks_and_the_records_return() {
     }
     let (topic, group) = (unique("share-lost"), unique("group"));
     let mut consumer = join(&broker, &group, &topic).await;
-    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 20)
-        .await
-        .into_iter()
-        .collect();
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 20).await.into_iter().collect();
     let mut held = Vec::new();
     let deadline = Instant::now() + PATIENCE;
     while keys_of(&held).len() < produced.len() && Instant::now() < deadline {
@@ -355,30 +313,18 @@ async fn a_lost_session_fails_its_acks_and_the_records_return() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     for r in &held {
         // We cannot know yet: the acks are accepted locally...
-        consumer
-            .acknowledge(&r.topic, r.partition, r.offset, AckType::Accept)
-            .expect("acknowledge");
+        consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
     }
     // ...and their failure is reported, not dropped.
     let result = consumer.commit_sync().await.expect("commit_sync");
-    assert!(
-        !result.is_ok(),
-        "acks on a lost session reported as applied"
-    );
+    assert!(!result.is_ok(), "acks on a lost session reported as applied");
     let failed: BTreeSet<_> = result.failures().into_iter().map(|(tp, _)| tp).collect();
-    let held_partitions: BTreeSet<_> = held
-        .iter()
-        .map(|r| spillway::kafka::share::TopicPartition::new(&r.topic, r.partition))
-        .collect();
+    let held_partitions: BTreeSet<_> =
+        held.iter().map(|r| spillway::kafka::share::TopicPartition::new(&r.topic, r.partition)).collect();
     assert_eq!(failed, held_partitions);
 
     // The next fetch reopens the session and gets them all again.
-    let again = consume(
-        &mut consumer,
-        |_| AckType::Accept,
-        |seen| keys_of(seen).len() >= produced.len(),
-    )
-    .await;
+    let again = consume(&mut consumer, |_| AckType::Accept, |seen| keys_of(seen).len() >= produced.len()).await;
     assert_eq!(keys_of(&again), produced);
     assert!(again.iter().all(|r| r.delivery_count == 2));
     consumer.close().await.expect("close");

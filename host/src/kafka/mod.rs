@@ -3,6 +3,7 @@
 
 pub mod classic;
 pub mod embedded;
+pub mod groups;
 pub mod producer;
 pub mod share;
 

@@ -12,6 +12,7 @@ pub use metrics::TaskMetrics;
 pub use run::{TaskExit, TaskLoop};
 
 use crate::kafka::classic::ClassicSource;
+use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::kafka::producer::Producer;
 use crate::runtime::{Plugin, Runtime};
 use anyhow::{Context, Result, anyhow};
@@ -45,17 +46,19 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     .await??;
 
     let source = match config.group_protocol {
-        crate::task::GroupProtocol::Classic => Source::Classic(ClassicSource::new(
+        GroupProtocol::Classic => Source::Classic(ClassicSource::new(
             &spec.bootstrap_servers,
             &config.group_id,
             &config.topics,
             &config.consumer_overrides,
             config.batch_max_records,
         )?),
-        crate::task::GroupProtocol::Share => {
-            return Err(anyhow!(
-                "share groups are not wired into tasks yet; set consumer.override.group.protocol=classic"
-            ));
+        GroupProtocol::Share => {
+            let mut share = ShareConsumerConfig::new(&spec.bootstrap_servers, &config.group_id, &[]);
+            share.topics = config.topics.clone();
+            share.client_id = format!("spillway-{name}");
+            share.max_records = config.batch_max_records as i32;
+            Source::Share(Box::new(ShareConsumer::connect(share).await.context("joining the share group")?))
         }
     };
 

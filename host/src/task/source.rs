@@ -2,17 +2,20 @@
 //! one face of poll, acknowledge and commit.
 
 use crate::kafka::classic::ClassicSource;
+use crate::kafka::share::ShareConsumer;
 use crate::kafka::{AckType, ConsumedRecord};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use std::time::Duration;
 
 pub enum Source {
+    Share(Box<ShareConsumer>),
     Classic(ClassicSource),
 }
 
 impl Source {
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>> {
         match self {
+            Source::Share(s) => Ok(s.poll(timeout).await?),
             Source::Classic(s) => s.poll(timeout).await,
         }
     }
@@ -21,18 +24,32 @@ impl Source {
     /// partition moved): the broker will deliver it again.
     pub fn acknowledge(&mut self, record: &ConsumedRecord, ack: AckType) -> Result<()> {
         match self {
+            Source::Share(s) => Ok(s.acknowledge(&record.topic, record.partition, record.offset, ack)?),
             Source::Classic(s) => s.acknowledge(record, ack),
         }
     }
 
+    /// Share groups: `commitSync`, which fails if any partition's
+    /// acknowledgements did not take effect. Classic: commits offsets.
     pub async fn commit(&mut self) -> Result<()> {
         match self {
+            Source::Share(s) => {
+                let result = s.commit_sync().await?;
+                let failures = result.failures();
+                if !failures.is_empty() {
+                    let list: Vec<String> = failures.iter().map(|(tp, f)| format!("{tp}: {f:?}")).collect();
+                    bail!("acknowledgements failed for {}", list.join(", "));
+                }
+                Ok(())
+            }
             Source::Classic(s) => s.commit().await,
         }
     }
 
+    /// Leaves the group; a share consumer releases whatever it still holds.
     pub async fn close(self) -> Result<()> {
         match self {
+            Source::Share(s) => Ok(s.close().await?),
             Source::Classic(mut s) => s.commit().await,
         }
     }

@@ -35,12 +35,7 @@ impl Broker {
         if let Ok(bootstrap) = std::env::var(BOOTSTRAP_ENV) {
             let description = format!("external cluster at {bootstrap} (${BOOTSTRAP_ENV})");
             println!("broker: {description}");
-            return Broker {
-                bootstrap,
-                description,
-                child: None,
-                _dir: None,
-            };
+            return Broker { bootstrap, description, child: None, _dir: None };
         }
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("bootstrap");
@@ -61,20 +56,12 @@ impl Broker {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("kafka-mock.py exited early: {status}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "kafka-mock.py wrote no bootstrap"
-            );
+            assert!(Instant::now() < deadline, "kafka-mock.py wrote no bootstrap");
             std::thread::sleep(Duration::from_millis(50));
         };
         let description = format!("librdkafka mock cluster (kafka-mock.py) at {bootstrap}");
         println!("broker: {description}");
-        Broker {
-            bootstrap,
-            description,
-            child: Some(child),
-            _dir: Some(dir),
-        }
+        Broker { bootstrap, description, child: Some(child), _dir: Some(dir) }
     }
 
     /// True for the librdkafka mock, whose quirks some tests must allow for.
@@ -98,10 +85,7 @@ impl Drop for Broker {
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("spillway=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }
 
 /// A name no other test run uses.
@@ -123,11 +107,7 @@ fn producer(bootstrap: &str) -> FutureProducer {
         .unwrap()
         .entry(bootstrap.to_string())
         .or_insert_with(|| {
-            ClientConfig::new()
-                .set("bootstrap.servers", bootstrap)
-                .set("linger.ms", "5")
-                .create()
-                .expect("producer")
+            ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "5").create().expect("producer")
         })
         .clone()
 }
@@ -142,9 +122,7 @@ pub async fn produce(bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
     let sends = keys.iter().map(|key| {
         let producer = producer.clone();
         async move {
-            let record = FutureRecord::to(topic)
-                .key(key.as_str())
-                .payload(key.as_str());
+            let record = FutureRecord::to(topic).key(key.as_str()).payload(key.as_str());
             producer
                 .send(record, Duration::from_secs(30))
                 .await

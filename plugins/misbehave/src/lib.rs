@@ -16,12 +16,18 @@
 //!
 //! The probing modes never fail the call: every record is rejected with a
 //! reason that says what the probe saw, for the test to check.
+//!
+//! `only.task=N` applies the mode to task N alone (the others accept), and
+//! `record.file=PATH` appends the key of every accepted record to PATH (in a
+//! granted directory; `{task}` becomes the task's number) before accepting it,
+//! for tests to see what arrived.
 
 use spillway_sdk::{Config, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
 
 pub struct Misbehave {
     mode: String,
     config: Config,
+    record_file: Option<std::fs::File>,
 }
 
 impl Sink for Misbehave {
@@ -30,11 +36,49 @@ impl Sink for Misbehave {
     }
 
     fn start(config: Config) -> Result<Self, TaskError> {
-        let mode = config.get("mode").unwrap_or("accept").to_string();
-        Ok(Misbehave { mode, config })
+        let this_task = config.get("task.id").unwrap_or("0");
+        let mode = match config.get("only.task") {
+            Some(task) if task != this_task => "accept",
+            _ => config.get("mode").unwrap_or("accept"),
+        }
+        .to_string();
+        let record_file = match config.get("record.file").map(|p| p.replace("{task}", this_task)) {
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| TaskError::Fatal(format!("cannot open '{path}': {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(Misbehave { mode, config, record_file })
     }
 
     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
+        let report = self.misbehave(&batch)?;
+        self.record_accepted(&batch, &report)?;
+        Ok(report)
+    }
+}
+
+impl Misbehave {
+    /// Writes the keys of accepted records, one per line, before they are
+    /// reported accepted.
+    fn record_accepted(&mut self, batch: &[SinkRecord], report: &PutReport) -> Result<(), TaskError> {
+        let Some(file) = self.record_file.as_mut() else { return Ok(()) };
+        let mut lines = Vec::new();
+        for (record, outcome) in batch.iter().zip(&report.outcomes) {
+            if matches!(outcome, Outcome::Accept) {
+                lines.extend_from_slice(record.key.as_deref().unwrap_or(b"<null>"));
+                lines.push(b'\n');
+            }
+        }
+        use std::io::Write;
+        file.write_all(&lines).map_err(|e| TaskError::Retriable(format!("record.file: {e}")))
+    }
+
+    fn misbehave(&mut self, batch: &[SinkRecord]) -> Result<PutReport, TaskError> {
         let each = |f: &dyn Fn(&SinkRecord) -> Outcome| PutReport {
             outcomes: batch.iter().map(f).collect(),
             settled: Vec::new(),

@@ -77,8 +77,7 @@ impl AckTracker {
             return Err(ShareError::LockExpired { topic: tp.topic.clone(), partition: tp.partition, offset });
         }
         // Until it is sent, a later acknowledgement replaces an earlier one.
-        held.ack = Some(AckType::Accept as i8);
-        let _ = ack;
+        held.ack = Some(ack as i8);
         Ok(())
     }
 

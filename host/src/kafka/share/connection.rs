@@ -144,7 +144,8 @@ impl ApiVersions {
                     .and_then(|r| {
                         r.api_keys.iter().find(|k| k.api_key == ApiVersionsRequest::KEY).map(|k| k.max_version)
                     })
-                    .unwrap_or(0);
+                    .unwrap_or(version - 1);
+                tracing::debug!(version, fallback, "broker refused ApiVersions version");
                 version = fallback.min(version - 1);
                 continue;
             }

@@ -26,6 +26,7 @@ const MAX_FETCH_BYTES: i32 = 50 * 1024 * 1024;
 /// Used if a broker reports no acquisition lock timeout (30 s is Kafka's default).
 const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 const METADATA_RETRY: Duration = Duration::from_millis(100);
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 pub struct ShareConsumer {
     config: ShareConsumerConfig,
@@ -124,6 +125,10 @@ impl ShareConsumer {
             let records = self.fetch_round(targets, max_wait).await;
             if !records.is_empty() || Instant::now() >= deadline {
                 return Ok(records);
+            }
+            if self.metadata_stale {
+                // Something failed: do not spin on a broker that is down.
+                tokio::time::sleep_until(deadline.min(Instant::now() + RETRY_BACKOFF).into()).await;
             }
         }
     }

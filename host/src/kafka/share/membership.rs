@@ -51,7 +51,7 @@ impl Membership {
             epoch: JOIN_EPOCH,
             interval: Duration::from_secs(5),
         };
-        let first = heartbeat.beat().await?;
+        let first = heartbeat.first_beat().await?;
         let (tx, state) = watch::channel(MemberState::default());
         heartbeat.apply(&first, &tx);
         let (leave_tx, leave_rx) = oneshot::channel();
@@ -181,6 +181,22 @@ impl Heartbeat {
         });
     }
 
+    /// The joining heartbeat, retried while the coordinator is not ready.
+    async fn first_beat(&mut self) -> Result<ShareGroupHeartbeatResponse, ShareError> {
+        let deadline = tokio::time::Instant::now() + self.cluster.timeout;
+        loop {
+            match self.beat().await {
+                Ok(reply) => return Ok(reply),
+                Err(e) if tokio::time::Instant::now() < deadline && retriable(&e) => {
+                    tracing::debug!(error = %e, "joining the share group; retrying");
+                    self.coordinator = None;
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     async fn beat(&mut self) -> Result<ShareGroupHeartbeatResponse, ShareError> {
         // Subscriptions go with the join only: null means "unchanged".
         let subscription = (self.epoch == JOIN_EPOCH)
@@ -225,5 +241,12 @@ impl Heartbeat {
             self.coordinator = None;
         }
         result
+    }
+}
+
+fn retriable(e: &ShareError) -> bool {
+    match e.response_error() {
+        Some(code) => code.is_retriable() || code == ResponseError::NotCoordinator,
+        None => e.is_transport(),
     }
 }

@@ -116,7 +116,9 @@ impl Session {
     }
 
     /// The broker accepted a ShareAcknowledge at the current epoch.
-    pub fn acknowledged(&mut self) {}
+    pub fn acknowledged(&mut self) {
+        self.epoch = next_epoch(self.epoch);
+    }
 }
 
 fn next_epoch(epoch: i32) -> i32 {

@@ -1,0 +1,225 @@
+//! The lifecycle manager ("herder", as in Kafka Connect): owns every
+//! connector and task of this worker and changes them only from its main
+//! loop, one request at a time, so that no two changes race.
+//!
+//! [`Herder`] is the cheap, cloneable handle the REST API and the CLI use.
+
+mod plugins;
+mod store;
+pub mod types;
+mod validate;
+mod worker;
+
+pub use plugins::PluginRegistry;
+pub use types::*;
+
+use crate::runtime::Runtime;
+use crate::task::{TaskMetrics, WorkerDefaults};
+use futures::future::BoxFuture;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use worker::Worker;
+
+/// Why the herder refused a request; each maps to Connect's status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HerderError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl HerderError {
+    pub fn status_code(&self) -> u16 {
+        match self {
+            HerderError::NotFound(_) => 404,
+            HerderError::Conflict(_) => 409,
+            HerderError::BadRequest(_) => 400,
+            HerderError::Internal(_) => 500,
+        }
+    }
+}
+
+pub type HerderResult<T> = Result<T, HerderError>;
+
+/// How a worker is set up.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Shown as `worker_id` in statuses, e.g. the REST listener's host:port.
+    pub worker_id: String,
+    pub bootstrap_servers: String,
+    /// Where the standalone state file lives.
+    pub state_file: PathBuf,
+    /// Directory scanned for plugin components (`*.wasm`).
+    pub plugin_dir: PathBuf,
+    pub defaults: WorkerDefaults,
+}
+
+type Job = Box<dyn for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, ()> + Send>;
+
+/// A handle on the herder's main loop.
+#[derive(Clone)]
+pub struct Herder {
+    jobs: mpsc::Sender<Job>,
+    worker_id: Arc<str>,
+}
+
+/// Task metrics with the task they belong to, for `GET /metrics`.
+pub struct TaskMetricsEntry {
+    pub connector: String,
+    pub task: u32,
+    pub metrics: Arc<TaskMetrics>,
+}
+
+impl Herder {
+    /// Loads plugins and stored state, starts every stored connector as its
+    /// target state says, and runs the main loop on the current runtime.
+    pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
+        let (jobs, receiver) = mpsc::channel::<Job>(64);
+        let worker_id: Arc<str> = config.worker_id.clone().into();
+        let worker = Worker::start(config, runtime).await?;
+        tokio::spawn(worker.run(receiver));
+        Ok(Herder { jobs, worker_id })
+    }
+
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// Runs `job` on the main loop and waits for its answer.
+    async fn ask<R: Send + 'static>(
+        &self,
+        job: impl for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, HerderResult<R>> + Send + 'static,
+    ) -> HerderResult<R> {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |worker| {
+            Box::pin(async move {
+                let _ = reply.send(job(worker).await);
+            })
+        });
+        self.jobs.send(job).await.map_err(|_| HerderError::Internal("the herder has stopped".into()))?;
+        answer.await.map_err(|_| HerderError::Internal("the herder dropped the request".into()))?
+    }
+
+    pub async fn connectors(&self) -> HerderResult<Vec<String>> {
+        self.ask(|w| Box::pin(async move { Ok(w.connector_names()) })).await
+    }
+
+    /// `POST /connectors`. 409 if it exists, 400 if the config is invalid.
+    pub async fn create(
+        &self,
+        name: String,
+        config: ConfigMap,
+        initial_state: Option<TargetState>,
+    ) -> HerderResult<ConnectorInfo> {
+        self.ask(move |w| Box::pin(w.create(name, config, initial_state))).await
+    }
+
+    /// `PUT /connectors/{name}/config`: creates or replaces; true if created.
+    pub async fn put_config(&self, name: String, config: ConfigMap) -> HerderResult<(bool, ConnectorInfo)> {
+        self.ask(move |w| Box::pin(w.put_config(name, config))).await
+    }
+
+    /// `PATCH /connectors/{name}/config`: a `None` value removes the key.
+    pub async fn patch_config(
+        &self,
+        name: String,
+        patch: std::collections::BTreeMap<String, Option<String>>,
+    ) -> HerderResult<ConnectorInfo> {
+        self.ask(move |w| Box::pin(w.patch_config(name, patch))).await
+    }
+
+    pub async fn info(&self, name: String) -> HerderResult<ConnectorInfo> {
+        self.ask(move |w| Box::pin(async move { w.info(&name) })).await
+    }
+
+    pub async fn delete(&self, name: String) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.delete(name))).await
+    }
+
+    pub async fn status(&self, name: String) -> HerderResult<ConnectorStateInfo> {
+        self.ask(move |w| Box::pin(async move { w.status(&name) })).await
+    }
+
+    pub async fn task_status(&self, name: String, task: u32) -> HerderResult<TaskState> {
+        self.ask(move |w| Box::pin(async move { w.task_status(&name, task) })).await
+    }
+
+    pub async fn tasks(&self, name: String) -> HerderResult<Vec<TaskInfo>> {
+        self.ask(move |w| Box::pin(async move { w.tasks(&name) })).await
+    }
+
+    /// KIP-745. `Ok(None)` means only the Connector instance was restarted
+    /// (204); `Ok(Some(status))` is the 202 body with targets RESTARTING.
+    pub async fn restart(
+        &self,
+        name: String,
+        include_tasks: bool,
+        only_failed: bool,
+    ) -> HerderResult<Option<ConnectorStateInfo>> {
+        self.ask(move |w| Box::pin(w.request_restart(name, include_tasks, only_failed))).await
+    }
+
+    pub async fn restart_task(&self, name: String, task: u32) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.restart_task(name, task))).await
+    }
+
+    pub async fn pause(&self, name: String) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.set_target(name, TargetState::Paused))).await
+    }
+
+    pub async fn resume(&self, name: String) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.set_target(name, TargetState::Started))).await
+    }
+
+    pub async fn stop(&self, name: String) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.set_target(name, TargetState::Stopped))).await
+    }
+
+    /// `GET /connectors/{name}/topics`: topics the connector has consumed.
+    pub async fn topics(&self, name: String) -> HerderResult<Vec<String>> {
+        self.ask(move |w| Box::pin(async move { w.active_topics(&name) })).await
+    }
+
+    pub async fn reset_topics(&self, name: String) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(async move { w.reset_active_topics(&name) })).await
+    }
+
+    /// Committed offsets of a classic-group connector.
+    pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
+        self.ask(move |w| Box::pin(w.offsets(name))).await
+    }
+
+    /// Alters (`Some`) or resets (`None`) a stopped classic-group connector's
+    /// offsets.
+    pub async fn alter_offsets(&self, name: String, offsets: Option<ConnectorOffsets>) -> HerderResult<()> {
+        self.ask(move |w| Box::pin(w.alter_offsets(name, offsets))).await
+    }
+
+    pub async fn plugins(&self) -> HerderResult<Vec<PluginInfo>> {
+        self.ask(|w| Box::pin(async move { Ok(w.plugins.infos()) })).await
+    }
+
+    pub async fn plugin_config(&self, plugin: String) -> HerderResult<Vec<ConfigKeyInfo>> {
+        self.ask(move |w| Box::pin(async move { w.plugin_config(&plugin) })).await
+    }
+
+    /// `PUT /connector-plugins/{plugin}/config/validate`.
+    pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
+        self.ask(move |w| Box::pin(w.validate(plugin, config))).await
+    }
+
+    pub async fn task_metrics(&self) -> HerderResult<Vec<TaskMetricsEntry>> {
+        self.ask(|w| Box::pin(async move { Ok(w.task_metrics()) })).await
+    }
+
+    /// Stops every task (releasing what they hold) and ends the main loop.
+    pub async fn shutdown(&self) -> HerderResult<()> {
+        self.ask(|w| Box::pin(async move { w.shutdown().await })).await
+    }
+}

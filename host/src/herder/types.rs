@@ -1,0 +1,156 @@
+//! The herder's answers, shaped like Kafka Connect's REST entities so they
+//! serialize to the same JSON.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub type ConfigMap = BTreeMap<String, String>;
+
+/// What the user asked a connector to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum TargetState {
+    Started,
+    Paused,
+    Stopped,
+}
+
+/// What a connector or task is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum State {
+    Unassigned,
+    Running,
+    Paused,
+    Stopped,
+    Failed,
+    Restarting,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectorTaskId {
+    pub connector: String,
+    pub task: u32,
+}
+
+/// `GET /connectors/{name}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConnectorInfo {
+    pub name: String,
+    pub config: ConfigMap,
+    pub tasks: Vec<ConnectorTaskId>,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// One instance's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceState {
+    pub state: State,
+    pub worker_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskState {
+    pub id: u32,
+    pub state: State,
+    pub worker_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+/// `GET /connectors/{name}/status`, and the body of a 202 restart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectorStateInfo {
+    pub name: String,
+    pub connector: InstanceState,
+    pub tasks: Vec<TaskState>,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// `GET /connectors/{name}/tasks`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskInfo {
+    pub id: ConnectorTaskId,
+    pub config: ConfigMap,
+}
+
+/// `GET /connector-plugins`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PluginInfo {
+    /// The plugin's name, which connectors give as `connector.class`.
+    pub class: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: String,
+    /// `sha256:<hex>` of the plugin's component.
+    pub digest: String,
+}
+
+/// One key of `GET /connector-plugins/{plugin}/config` and of validation.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigKeyInfo {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub required: bool,
+    pub default_value: Option<String>,
+    pub importance: String,
+    pub documentation: String,
+    pub group: Option<String>,
+    pub width: String,
+    pub display_name: String,
+    pub dependents: Vec<String>,
+    pub order: i32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigValueInfo {
+    pub name: String,
+    pub value: Option<String>,
+    pub recommended_values: Vec<String>,
+    pub errors: Vec<String>,
+    pub visible: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigInfo {
+    pub definition: ConfigKeyInfo,
+    pub value: ConfigValueInfo,
+}
+
+/// `PUT /connector-plugins/{plugin}/config/validate`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigInfos {
+    pub name: String,
+    pub error_count: usize,
+    pub groups: Vec<String>,
+    pub configs: Vec<ConfigInfo>,
+}
+
+/// A classic-group connector's committed position in one partition, as in
+/// `GET /connectors/{name}/offsets`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionOffset {
+    pub partition: OffsetPartition,
+    pub offset: Option<OffsetValue>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetPartition {
+    pub kafka_topic: String,
+    pub kafka_partition: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetValue {
+    pub kafka_offset: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectorOffsets {
+    pub offsets: Vec<PartitionOffset>,
+}

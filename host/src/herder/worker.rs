@@ -1,0 +1,757 @@
+//! The herder's main loop and everything it owns. Only this loop changes
+//! connectors and tasks; the [`super::Herder`] handle sends it jobs.
+
+use super::plugins::PluginRegistry;
+use super::store::{RestartRequest, StateStore, StoredConnector, StoredState};
+use super::types::*;
+use super::validate;
+use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
+use crate::runtime::Runtime;
+use crate::task::{self, ConnectorConfig, GroupProtocol, TaskExit, TaskMetrics, TaskSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopping task may take to hand back its records.
+const TASK_STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct Worker {
+    config: WorkerConfig,
+    runtime: Runtime,
+    pub(super) plugins: PluginRegistry,
+    store: StateStore,
+    /// What is on disk, kept in step with every change.
+    stored: StoredState,
+    connectors: BTreeMap<String, ConnectorRuntime>,
+    /// Restarts answered (and recorded) but not yet carried out.
+    pending_restarts: Vec<(String, RestartPlan)>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+    event_receiver: Option<mpsc::UnboundedReceiver<TaskEvent>>,
+    next_generation: u64,
+    stopping: bool,
+}
+
+struct ConnectorRuntime {
+    raw: ConfigMap,
+    /// `None` while the config is invalid or its plugin is missing: the
+    /// connector is then FAILED and runs no tasks.
+    config: Option<Arc<ConnectorConfig>>,
+    target: TargetState,
+    state: State,
+    trace: Option<String>,
+    tasks: BTreeMap<u32, TaskRuntime>,
+    active_topics: BTreeSet<String>,
+}
+
+struct TaskRuntime {
+    state: State,
+    trace: Option<String>,
+    /// Tells this run of the task from earlier ones, whose late events are ignored.
+    generation: u64,
+    stop: CancellationToken,
+    handle: Option<JoinHandle<()>>,
+    metrics: Arc<TaskMetrics>,
+}
+
+impl TaskRuntime {
+    /// A task that is not running, in `state`.
+    fn idle(state: State) -> Self {
+        TaskRuntime {
+            state,
+            trace: None,
+            generation: 0,
+            stop: CancellationToken::new(),
+            handle: None,
+            metrics: Arc::default(),
+        }
+    }
+}
+
+enum TaskEvent {
+    Started { connector: String, task: u32, generation: u64 },
+    Exited { connector: String, task: u32, generation: u64, exit: TaskExit },
+}
+
+/// Which instances a restart request targets, decided when it was accepted.
+#[derive(Clone, Debug)]
+struct RestartPlan {
+    connector: bool,
+    tasks: Vec<u32>,
+}
+
+fn not_found(name: &str) -> HerderError {
+    HerderError::NotFound(format!("Connector {name} not found"))
+}
+
+impl Worker {
+    pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
+        let plugins = {
+            let (runtime, dir) = (runtime.clone(), config.plugin_dir.clone());
+            tokio::task::spawn_blocking(move || PluginRegistry::scan(&runtime, &dir)).await?
+        };
+        let store = StateStore::new(&config.state_file);
+        let mut stored = store.load()?;
+        // KIP-745: start-up starts everything, which fulfils any restart
+        // request still on record.
+        if !stored.restart_requests.is_empty() {
+            tracing::info!(count = stored.restart_requests.len(), "restart requests read at start-up are ignored");
+            stored.restart_requests.clear();
+            store.save(&stored)?;
+        }
+        let (events, event_receiver) = mpsc::unbounded_channel();
+        let mut worker = Worker {
+            config,
+            runtime,
+            plugins,
+            store,
+            stored: stored.clone(),
+            connectors: BTreeMap::new(),
+            pending_restarts: Vec::new(),
+            events,
+            event_receiver: Some(event_receiver),
+            next_generation: 1,
+            stopping: false,
+        };
+        for (name, connector) in stored.connectors {
+            worker.connectors.insert(
+                name.clone(),
+                ConnectorRuntime {
+                    raw: connector.config,
+                    config: None,
+                    target: connector.target_state,
+                    state: State::Unassigned,
+                    trace: None,
+                    tasks: BTreeMap::new(),
+                    active_topics: BTreeSet::new(),
+                },
+            );
+            worker.start_connector(&name);
+        }
+        Ok(worker)
+    }
+
+    /// The main loop: jobs from the handle, task events, then any restarts
+    /// the last job accepted.
+    pub async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
+        let mut events = self.event_receiver.take().expect("run is called once");
+        while !self.stopping {
+            tokio::select! {
+                job = jobs.recv() => match job {
+                    Some(job) => job(&mut self).await,
+                    None => break,
+                },
+                Some(event) = events.recv() => self.on_event(event),
+            }
+            self.carry_out_restarts().await;
+        }
+        if !self.stopping {
+            let _ = self.shutdown().await;
+        }
+    }
+
+    fn save(&mut self) -> HerderResult<()> {
+        self.store.save(&self.stored).map_err(|e| HerderError::Internal(format!("saving connector state: {e:#}")))
+    }
+
+    pub fn connector_names(&self) -> Vec<String> {
+        self.connectors.keys().cloned().collect()
+    }
+
+    fn connector(&self, name: &str) -> HerderResult<&ConnectorRuntime> {
+        self.connectors.get(name).ok_or_else(|| not_found(name))
+    }
+
+    // ---- configuration ----
+
+    pub async fn create(
+        &mut self,
+        name: String,
+        mut config: ConfigMap,
+        initial_state: Option<TargetState>,
+    ) -> HerderResult<ConnectorInfo> {
+        check_name(&name)?;
+        if self.connectors.contains_key(&name) {
+            return Err(HerderError::Conflict(format!("Connector {name} already exists")));
+        }
+        config.insert("name".into(), name.clone());
+        self.check_config(&config).await?;
+        let target = initial_state.unwrap_or(TargetState::Started);
+        self.stored.connectors.insert(name.clone(), StoredConnector { config: config.clone(), target_state: target });
+        self.save()?;
+        self.connectors.insert(
+            name.clone(),
+            ConnectorRuntime {
+                raw: config,
+                config: None,
+                target,
+                state: State::Unassigned,
+                trace: None,
+                tasks: BTreeMap::new(),
+                active_topics: BTreeSet::new(),
+            },
+        );
+        self.start_connector(&name);
+        self.info(&name)
+    }
+
+    pub async fn put_config(&mut self, name: String, mut config: ConfigMap) -> HerderResult<(bool, ConnectorInfo)> {
+        if !self.connectors.contains_key(&name) {
+            return Ok((true, self.create(name, config, None).await?));
+        }
+        if let Some(given) = config.get("name")
+            && given != &name
+        {
+            return Err(HerderError::BadRequest(format!(
+                "Connector name configuration ({given}) doesn't match connector name in the URL ({name})"
+            )));
+        }
+        config.insert("name".into(), name.clone());
+        self.check_config(&config).await?;
+        let stored = self.stored.connectors.get_mut(&name).expect("stored with the connector");
+        stored.config = config.clone();
+        self.save()?;
+        self.reconfigure(&name, config).await;
+        Ok((false, self.info(&name)?))
+    }
+
+    pub async fn patch_config(
+        &mut self,
+        name: String,
+        patch: BTreeMap<String, Option<String>>,
+    ) -> HerderResult<ConnectorInfo> {
+        let mut config = self.connector(&name)?.raw.clone();
+        for (key, value) in patch {
+            match value {
+                Some(v) => config.insert(key, v),
+                None => config.remove(&key),
+            };
+        }
+        Ok(self.put_config(name, config).await?.1)
+    }
+
+    /// Refuses a config with any validation error, listing them all, and a
+    /// share group that would take an existing consumer group's id.
+    async fn check_config(&self, config: &ConfigMap) -> HerderResult<()> {
+        let plugin_name = config.get("connector.class").cloned().unwrap_or_default();
+        let infos = self.validate(plugin_name, config.clone()).await?;
+        if infos.error_count == 0 {
+            return self.check_share_group_id(config).await;
+        }
+        let lines: Vec<String> = infos
+            .configs
+            .iter()
+            .flat_map(|c| c.value.errors.iter().map(move |e| format!("{}: {e}", c.value.name)))
+            .collect();
+        Err(HerderError::BadRequest(format!(
+            "Connector configuration is invalid and contains the following {} error(s):\n{}\n\
+             You can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`",
+            infos.error_count,
+            lines.join("\n")
+        )))
+    }
+
+    /// KIP-1302: a share group id must not match an existing consumer
+    /// group's, or the two would fight over membership.
+    async fn check_share_group_id(&self, config: &ConfigMap) -> HerderResult<()> {
+        let Ok(parsed) = ConnectorConfig::parse(config, &self.config.defaults) else { return Ok(()) };
+        if parsed.group_protocol != GroupProtocol::Share {
+            return Ok(());
+        }
+        let bootstrap = self.config.bootstrap_servers.clone();
+        let group = parsed.group_id.clone();
+        let exists = tokio::task::spawn_blocking(move || crate::kafka::groups::classic_group_exists(&bootstrap, &group))
+            .await
+            .map_err(|e| HerderError::Internal(e.to_string()))?;
+        match exists {
+            Ok(false) => Ok(()),
+            Ok(true) => Err(HerderError::BadRequest(format!(
+                "Share group id '{}' is already used by a consumer group; share and consumer groups must not share \
+                 an id. Set consumer.override.group.id to another id, or consumer.override.group.protocol=classic \
+                 to consume with that consumer group.",
+                parsed.group_id
+            ))),
+            Err(e) => {
+                // The broker could not say (some test brokers lack the API): go on, but say so.
+                tracing::warn!(group = parsed.group_id, error = format!("{e:#}"), "could not check the share group id");
+                Ok(())
+            }
+        }
+    }
+
+    /// A changed config: when only `tasks.max` changed, tasks are added or
+    /// removed and the others keep running; otherwise every task restarts.
+    async fn reconfigure(&mut self, name: &str, config: ConfigMap) {
+        let connector = self.connectors.get_mut(name).expect("checked by the caller");
+        let only_tasks_max = {
+            let mut old = connector.raw.clone();
+            let mut new = config.clone();
+            old.remove("tasks.max");
+            new.remove("tasks.max");
+            old == new && connector.config.is_some()
+        };
+        connector.raw = config;
+        if only_tasks_max {
+            let running: Vec<u32> = connector.tasks.keys().copied().collect();
+            self.start_connector_instance(name);
+            let Some(connector) = self.connectors.get(name) else { return };
+            let Some(config) = connector.config.clone() else { return };
+            let started = connector.target == TargetState::Started;
+            let removed: Vec<u32> = running.iter().copied().filter(|t| *t >= config.tasks_max).collect();
+            self.stop_tasks(name, &removed, None).await;
+            if started {
+                for task in (0..config.tasks_max).filter(|t| !running.contains(t)) {
+                    self.spawn_task(name, task);
+                }
+            }
+            return;
+        }
+        let all: Vec<u32> = connector.tasks.keys().copied().collect();
+        self.stop_tasks(name, &all, None).await;
+        self.start_connector(name);
+    }
+
+    pub async fn delete(&mut self, name: String) -> HerderResult<()> {
+        let tasks: Vec<u32> = self.connector(&name)?.tasks.keys().copied().collect();
+        self.stop_tasks(&name, &tasks, None).await;
+        self.connectors.remove(&name);
+        self.stored.connectors.remove(&name);
+        self.stored.restart_requests.remove(&name);
+        self.pending_restarts.retain(|(n, _)| n != &name);
+        self.save()
+    }
+
+    // ---- lifecycle ----
+
+    /// Checks the config and plugin (the Connector instance) and then runs
+    /// the tasks its target state asks for.
+    fn start_connector(&mut self, name: &str) {
+        self.start_connector_instance(name);
+        let Some(connector) = self.connectors.get_mut(name) else { return };
+        let Some(config) = connector.config.clone() else { return };
+        match connector.target {
+            TargetState::Started => {
+                for task in 0..config.tasks_max {
+                    self.spawn_task(name, task);
+                }
+            }
+            TargetState::Paused => {
+                connector.tasks = (0..config.tasks_max).map(|t| (t, TaskRuntime::idle(State::Paused))).collect();
+            }
+            TargetState::Stopped => connector.tasks.clear(),
+        }
+    }
+
+    /// (Re)starts only the Connector instance: parses the config and finds
+    /// the plugin. Its state follows the target state, or FAILED with why.
+    fn start_connector_instance(&mut self, name: &str) {
+        let defaults = self.config.defaults.clone();
+        let Some(connector) = self.connectors.get_mut(name) else { return };
+        let parsed = ConnectorConfig::parse(&connector.raw, &defaults).map_err(|problems| {
+            let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
+            format!("invalid configuration: {}", lines.join("; "))
+        });
+        let checked = parsed.and_then(|config| match self.plugins.get(&config.plugin) {
+            Some(_) => Ok(config),
+            None => Err(format!("no installed plugin is named '{}'", config.plugin)),
+        });
+        match checked {
+            Ok(config) => {
+                connector.config = Some(Arc::new(config));
+                connector.trace = None;
+                connector.state = match connector.target {
+                    TargetState::Started => State::Running,
+                    TargetState::Paused => State::Paused,
+                    TargetState::Stopped => State::Stopped,
+                };
+            }
+            Err(trace) => {
+                tracing::error!(connector = name, trace, "connector failed");
+                connector.config = None;
+                connector.state = State::Failed;
+                connector.trace = Some(trace);
+            }
+        }
+    }
+
+    fn spawn_task(&mut self, name: &str, task_id: u32) {
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        let Some(connector) = self.connectors.get_mut(name) else { return };
+        let Some(config) = connector.config.clone() else { return };
+        let Some(plugin) = self.plugins.get(&config.plugin).cloned() else { return };
+        let metrics = Arc::new(TaskMetrics::default());
+        let stop = CancellationToken::new();
+        let spec = TaskSpec {
+            task_id,
+            config,
+            plugin,
+            bootstrap_servers: self.config.bootstrap_servers.clone(),
+            metrics: metrics.clone(),
+        };
+        let (runtime, events, connector_name) = (self.runtime.clone(), self.events.clone(), name.to_string());
+        let task_stop = stop.clone();
+        let handle = tokio::spawn(async move {
+            let exit = match task::start(&runtime, spec).await {
+                Ok(task_loop) => {
+                    let _ = events.send(TaskEvent::Started { connector: connector_name.clone(), task: task_id, generation });
+                    task_loop.run(task_stop).await
+                }
+                Err(e) => TaskExit::Failed(format!("{e:#}")),
+            };
+            let _ = events.send(TaskEvent::Exited { connector: connector_name, task: task_id, generation, exit });
+        });
+        // A restarting task stays RESTARTING until it has started.
+        let state = match connector.tasks.get(&task_id) {
+            Some(t) if t.state == State::Restarting => State::Restarting,
+            _ => State::Unassigned,
+        };
+        connector.tasks.insert(
+            task_id,
+            TaskRuntime { state, trace: None, generation, stop, handle: Some(handle), metrics },
+        );
+    }
+
+    /// Stops tasks and waits for them to hand back their records. They stay
+    /// listed in `leave_as` (PAUSED, RESTARTING), or are removed with `None`.
+    async fn stop_tasks(&mut self, name: &str, tasks: &[u32], leave_as: Option<State>) {
+        let mut handles = Vec::new();
+        let Some(connector) = self.connectors.get_mut(name) else { return };
+        for id in tasks {
+            let Some(task) = connector.tasks.get_mut(id) else { continue };
+            task.stop.cancel();
+            if let Some(handle) = task.handle.take() {
+                handles.push((*id, handle));
+            }
+            match leave_as {
+                Some(state) => {
+                    task.state = state;
+                    task.trace = None;
+                    task.generation = 0;
+                }
+                None => {
+                    connector.tasks.remove(id);
+                }
+            }
+        }
+        for (id, handle) in handles {
+            if tokio::time::timeout(TASK_STOP_TIMEOUT, handle).await.is_err() {
+                tracing::error!(connector = name, task = id, "task did not stop in time");
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: TaskEvent) {
+        let (name, id, generation) = match &event {
+            TaskEvent::Started { connector, task, generation } | TaskEvent::Exited { connector, task, generation, .. } => {
+                (connector.clone(), *task, *generation)
+            }
+        };
+        let Some(connector) = self.connectors.get_mut(&name) else { return };
+        let topics: Vec<String> = connector.config.as_ref().map(|c| c.topics.clone()).unwrap_or_default();
+        let Some(task) = connector.tasks.get_mut(&id).filter(|t| t.generation == generation) else { return };
+        match event {
+            TaskEvent::Started { .. } => {
+                task.state = State::Running;
+                connector.active_topics.extend(topics);
+            }
+            TaskEvent::Exited { exit: TaskExit::Failed(trace), .. } => {
+                tracing::error!(connector = name, task = id, trace, "task failed");
+                task.state = State::Failed;
+                task.trace = Some(trace);
+                task.handle = None;
+            }
+            TaskEvent::Exited { exit: TaskExit::Stopped, .. } => {
+                task.state = State::Unassigned;
+                task.handle = None;
+            }
+        }
+    }
+
+    pub async fn set_target(&mut self, name: String, target: TargetState) -> HerderResult<()> {
+        self.connector(&name)?;
+        self.stored.connectors.get_mut(&name).expect("stored with the connector").target_state = target;
+        self.save()?;
+        let connector = self.connectors.get_mut(&name).expect("checked");
+        if connector.target == target {
+            return Ok(());
+        }
+        connector.target = target;
+        let tasks: Vec<u32> = connector.tasks.keys().copied().collect();
+        match target {
+            TargetState::Started => {
+                self.stop_tasks(&name, &tasks, None).await;
+                self.start_connector(&name);
+            }
+            TargetState::Paused => {
+                self.stop_tasks(&name, &tasks, Some(State::Paused)).await;
+                self.start_connector_instance(&name);
+            }
+            TargetState::Stopped => {
+                self.stop_tasks(&name, &tasks, None).await;
+                self.start_connector_instance(&name);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- restarts (KIP-745) ----
+
+    /// Decides the targets, records the request durably, marks the targets
+    /// RESTARTING and answers; the main loop restarts them right after.
+    pub async fn request_restart(
+        &mut self,
+        name: String,
+        include_tasks: bool,
+        only_failed: bool,
+    ) -> HerderResult<Option<ConnectorStateInfo>> {
+        let connector = self.connector(&name)?;
+        if !include_tasks && !only_failed {
+            self.start_connector_instance(&name);
+            return Ok(None);
+        }
+        let plan = RestartPlan {
+            connector: !only_failed || connector.state == State::Failed,
+            tasks: if include_tasks {
+                connector
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| !only_failed || t.state == State::Failed)
+                    .map(|(id, _)| *id)
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        };
+        self.stored.restart_requests.insert(name.clone(), RestartRequest { include_tasks, only_failed });
+        self.save()?;
+        let connector = self.connectors.get_mut(&name).expect("checked");
+        if plan.connector {
+            connector.state = State::Restarting;
+            connector.trace = None;
+        }
+        for id in &plan.tasks {
+            if let Some(task) = connector.tasks.get_mut(id) {
+                task.state = State::Restarting;
+                task.trace = None;
+            }
+        }
+        let status = self.status(&name)?;
+        self.pending_restarts.push((name, plan));
+        Ok(Some(status))
+    }
+
+    async fn carry_out_restarts(&mut self) {
+        for (name, plan) in std::mem::take(&mut self.pending_restarts) {
+            if !self.connectors.contains_key(&name) {
+                continue;
+            }
+            self.stop_tasks(&name, &plan.tasks, Some(State::Restarting)).await;
+            if plan.connector {
+                self.start_connector_instance(&name);
+            }
+            let connector = &self.connectors[&name];
+            let (ready, target) = (connector.config.is_some(), connector.target);
+            for id in &plan.tasks {
+                let idle = match (ready, target) {
+                    (true, TargetState::Started) => {
+                        self.spawn_task(&name, *id);
+                        continue;
+                    }
+                    (_, TargetState::Paused) => State::Paused,
+                    _ => State::Unassigned,
+                };
+                if let Some(t) = self.connectors.get_mut(&name).and_then(|c| c.tasks.get_mut(id)) {
+                    t.state = idle;
+                }
+            }
+            self.stored.restart_requests.remove(&name);
+            if let Err(e) = self.save() {
+                tracing::error!(connector = name, error = %e, "could not clear a finished restart request");
+            }
+        }
+    }
+
+    pub async fn restart_task(&mut self, name: String, task: u32) -> HerderResult<()> {
+        let connector = self.connector(&name)?;
+        if !connector.tasks.contains_key(&task) {
+            return Err(HerderError::NotFound(format!("Task {name}-{task} not found")));
+        }
+        self.stop_tasks(&name, &[task], Some(State::Restarting)).await;
+        if self.connectors[&name].target == TargetState::Started && self.connectors[&name].config.is_some() {
+            self.spawn_task(&name, task);
+        }
+        Ok(())
+    }
+
+    // ---- what is ----
+
+    pub fn info(&self, name: &str) -> HerderResult<ConnectorInfo> {
+        let c = self.connector(name)?;
+        Ok(ConnectorInfo {
+            name: name.to_string(),
+            config: c.raw.clone(),
+            tasks: c.tasks.keys().map(|t| ConnectorTaskId { connector: name.to_string(), task: *t }).collect(),
+            kind: "sink".into(),
+        })
+    }
+
+    pub fn status(&self, name: &str) -> HerderResult<ConnectorStateInfo> {
+        let c = self.connector(name)?;
+        let worker_id = self.config.worker_id.clone();
+        Ok(ConnectorStateInfo {
+            name: name.to_string(),
+            connector: InstanceState { state: c.state, worker_id: worker_id.clone(), trace: c.trace.clone() },
+            tasks: c
+                .tasks
+                .iter()
+                .map(|(id, t)| TaskState { id: *id, state: t.state, worker_id: worker_id.clone(), trace: t.trace.clone() })
+                .collect(),
+            kind: "sink".into(),
+        })
+    }
+
+    pub fn task_status(&self, name: &str, task: u32) -> HerderResult<TaskState> {
+        self.status(name)?
+            .tasks
+            .into_iter()
+            .find(|t| t.id == task)
+            .ok_or_else(|| HerderError::NotFound(format!("Task {name}-{task} not found")))
+    }
+
+    pub fn tasks(&self, name: &str) -> HerderResult<Vec<TaskInfo>> {
+        let c = self.connector(name)?;
+        Ok(c.tasks
+            .keys()
+            .map(|t| {
+                let mut config = c.raw.clone();
+                config.insert("task.id".into(), t.to_string());
+                TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task: *t }, config }
+            })
+            .collect())
+    }
+
+    pub fn active_topics(&self, name: &str) -> HerderResult<Vec<String>> {
+        Ok(self.connector(name)?.active_topics.iter().cloned().collect())
+    }
+
+    pub fn reset_active_topics(&mut self, name: &str) -> HerderResult<()> {
+        self.connectors.get_mut(name).ok_or_else(|| not_found(name))?.active_topics.clear();
+        Ok(())
+    }
+
+    pub fn task_metrics(&self) -> Vec<TaskMetricsEntry> {
+        self.connectors
+            .iter()
+            .flat_map(|(name, c)| {
+                c.tasks.iter().map(move |(id, t)| TaskMetricsEntry {
+                    connector: name.clone(),
+                    task: *id,
+                    metrics: t.metrics.clone(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn plugin_config(&self, plugin: &str) -> HerderResult<Vec<ConfigKeyInfo>> {
+        let plugin = self
+            .plugins
+            .get(plugin)
+            .ok_or_else(|| HerderError::NotFound(format!("Unknown plugin {plugin}")))?;
+        let mut keys = validate::host_key_infos();
+        keys.extend(validate::plugin_key_infos(plugin));
+        Ok(keys)
+    }
+
+    pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
+        Ok(validate::validate(&self.runtime, &plugin, self.plugins.get(&plugin), &config, &self.config.defaults).await)
+    }
+
+    // ---- offsets of classic-group connectors ----
+
+    fn classic_config(&self, name: &str) -> HerderResult<Arc<ConnectorConfig>> {
+        let c = self.connector(name)?;
+        let config = ConnectorConfig::parse(&c.raw, &self.config.defaults)
+            .map_err(|_| HerderError::BadRequest(format!("Connector {name} has an invalid configuration")))?;
+        if config.group_protocol == GroupProtocol::Share {
+            return Err(HerderError::BadRequest(format!(
+                "Connector {name} consumes through share group '{}': a share group acknowledges records one by one \
+                 and has no committed offsets to read or change. Offsets exist only for connectors with \
+                 consumer.override.group.protocol=classic.",
+                config.group_id
+            )));
+        }
+        Ok(Arc::new(config))
+    }
+
+    pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
+        let config = self.classic_config(&name)?;
+        let bootstrap = self.config.bootstrap_servers.clone();
+        tokio::task::spawn_blocking(move || crate::kafka::groups::committed(&bootstrap, &config.group_id, &config.topics))
+            .await
+            .map_err(|e| HerderError::Internal(e.to_string()))?
+            .map(|offsets| ConnectorOffsets {
+                offsets: offsets
+                    .into_iter()
+                    .map(|(topic, partition, offset)| PartitionOffset {
+                        partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
+                        offset: offset.map(|o| OffsetValue { kafka_offset: o }),
+                    })
+                    .collect(),
+            })
+            .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))
+    }
+
+    pub async fn alter_offsets(&mut self, name: String, offsets: Option<ConnectorOffsets>) -> HerderResult<()> {
+        let config = self.classic_config(&name)?;
+        if self.connectors[&name].target != TargetState::Stopped {
+            return Err(HerderError::BadRequest(
+                "Connectors must be in the STOPPED state before their offsets can be modified. \
+                 This can be done for the specified connector by issuing a 'PUT' request to the \
+                 '/connectors/{name}/stop' endpoint"
+                    .replace("{name}", &name),
+            ));
+        }
+        let positions = offsets.map(|o| {
+            o.offsets
+                .into_iter()
+                .map(|p| (p.partition.kafka_topic, p.partition.kafka_partition, p.offset.map(|v| v.kafka_offset)))
+                .collect::<Vec<_>>()
+        });
+        if let Some(positions) = &positions
+            && let Some((topic, _, _)) = positions.iter().find(|(t, _, _)| !config.topics.contains(t))
+        {
+            return Err(HerderError::BadRequest(format!("Topic {topic} is not one of the connector's topics")));
+        }
+        let bootstrap = self.config.bootstrap_servers.clone();
+        tokio::task::spawn_blocking(move || match positions {
+            Some(positions) => crate::kafka::groups::alter(&bootstrap, &config.group_id, &positions),
+            None => crate::kafka::groups::reset(&bootstrap, &config.group_id, &config.topics),
+        })
+        .await
+        .map_err(|e| HerderError::Internal(e.to_string()))?
+        .map_err(|e| HerderError::Internal(format!("changing offsets: {e:#}")))
+    }
+
+    pub async fn shutdown(&mut self) -> HerderResult<()> {
+        self.stopping = true;
+        let names: Vec<String> = self.connectors.keys().cloned().collect();
+        for name in names {
+            let tasks: Vec<u32> = self.connectors[&name].tasks.keys().copied().collect();
+            self.stop_tasks(&name, &tasks, Some(State::Unassigned)).await;
+        }
+        Ok(())
+    }
+}
+
+fn check_name(name: &str) -> HerderResult<()> {
+    if name.trim().is_empty() {
+        return Err(HerderError::BadRequest("Connector name cannot be empty".into()));
+    }
+    if name.contains('/') || name.chars().any(char::is_control) {
+        return Err(HerderError::BadRequest(format!("Connector name '{name}' may not contain '/' or control characters")));
+    }
+    Ok(())
+}

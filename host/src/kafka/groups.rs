@@ -1,0 +1,85 @@
+//! Classic consumer groups seen from outside: whether one exists, and its
+//! committed offsets, read and changed (Connect's `/connectors/{name}/offsets`).
+//! Blocking: call from a blocking thread.
+
+use anyhow::{Context, Result};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// (topic, partition, offset) — `None` where nothing is committed.
+pub type Position = (String, i32, Option<i64>);
+
+fn consumer(bootstrap: &str, group: &str) -> Result<BaseConsumer> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("creating an offsets client")
+}
+
+fn partitions(consumer: &BaseConsumer, topics: &[String]) -> Result<Vec<(String, i32)>> {
+    let mut all = Vec::new();
+    for topic in topics {
+        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).with_context(|| format!("metadata of {topic}"))?;
+        for t in metadata.topics() {
+            all.extend(t.partitions().iter().map(|p| (t.name().to_string(), p.id())));
+        }
+    }
+    Ok(all)
+}
+
+pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<Position>> {
+    let consumer = consumer(bootstrap, group)?;
+    let mut list = TopicPartitionList::new();
+    for (topic, partition) in partitions(&consumer, topics)? {
+        list.add_partition(&topic, partition);
+    }
+    let committed = consumer.committed_offsets(list, TIMEOUT).context("reading committed offsets")?;
+    Ok(committed
+        .elements()
+        .iter()
+        .map(|e| {
+            let offset = match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            };
+            (e.topic().to_string(), e.partition(), offset)
+        })
+        .collect())
+}
+
+/// Commits the given positions; a `None` offset resets that partition to its
+/// beginning (the connector's `auto.offset.reset`).
+pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()> {
+    let consumer = consumer(bootstrap, group)?;
+    let mut list = TopicPartitionList::new();
+    for (topic, partition, offset) in positions {
+        let offset = match offset {
+            Some(o) => *o,
+            None => consumer.fetch_watermarks(topic, *partition, TIMEOUT)?.0,
+        };
+        list.add_partition_offset(topic, *partition, Offset::Offset(offset))?;
+    }
+    consumer.commit(&list, CommitMode::Sync).context("committing offsets")
+}
+
+/// Moves every partition of `topics` back to its beginning.
+pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {
+    let consumer = consumer(bootstrap, group)?;
+    let positions: Vec<Position> =
+        partitions(&consumer, topics)?.into_iter().map(|(topic, partition)| (topic, partition, None)).collect();
+    drop(consumer);
+    alter(bootstrap, group, &positions)
+}
+
+/// Whether a classic consumer group with this id exists (has members or
+/// committed offsets) — a share group must not take its id.
+pub fn classic_group_exists(bootstrap: &str, group: &str) -> Result<bool> {
+    let client = consumer(bootstrap, "spillway-group-check")?;
+    let groups = client.fetch_group_list(Some(group), TIMEOUT).context("describing the group")?;
+    Ok(groups.groups().iter().any(|g| g.name() == group && g.protocol_type() == "consumer" && g.state() != "Dead"))
+}

@@ -1,0 +1,110 @@
+//! `GET /metrics`: every task's counters in the Prometheus text format
+//! (version 0.0.4), labelled by connector and task.
+
+use super::AppState;
+use super::error::ApiResult;
+use crate::herder::TaskMetricsEntry;
+use crate::task::TaskMetrics;
+use crate::task::metrics::PUT_LATENCY_BUCKETS;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
+    let entries = s.herder.task_metrics().await?;
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&entries)))
+}
+
+type Field = fn(&TaskMetrics) -> &AtomicU64;
+
+const COUNTERS: [(&str, &str, Field); 8] = [
+    ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
+    ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
+    ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
+    ("spillway_records_released_total", "Records released for redelivery.", |m| &m.released),
+    ("spillway_records_rejected_total", "Records rejected by the plugin.", |m| &m.rejected),
+    ("spillway_records_dead_lettered_total", "Records written to the dead-letter queue.", |m| &m.dead_lettered),
+    ("spillway_acks_refused_total", "Acknowledgements the consumer refused (redelivered).", |m| &m.ack_refused),
+    ("spillway_commit_failures_total", "Failed offset commits or acknowledgements.", |m| &m.commit_failures),
+];
+
+pub fn render(entries: &[TaskMetricsEntry]) -> String {
+    let mut out = String::new();
+    for (name, help, field) in COUNTERS {
+        family(&mut out, name, help, "counter");
+        for e in entries {
+            let _ = writeln!(out, "{name}{{{}}} {}", labels(e), field(&e.metrics).load(Relaxed));
+        }
+    }
+    let memory = "spillway_plugin_memory_bytes";
+    family(&mut out, memory, "Linear memory of the task's plugin instance.", "gauge");
+    for e in entries {
+        let _ = writeln!(out, "{memory}{{{}}} {}", labels(e), e.metrics.plugin_memory_bytes.load(Relaxed));
+    }
+    let latency = "spillway_put_latency_seconds";
+    family(&mut out, latency, "Time one put() call took.", "histogram");
+    for e in entries {
+        histogram(&mut out, latency, &labels(e), &e.metrics);
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The task keeps a count per bucket; Prometheus wants them cumulative. The
+/// total is taken from the buckets themselves rather than `put_calls`, so that
+/// `+Inf` and `_count` agree even while a put is being recorded.
+fn histogram(out: &mut String, name: &str, labels: &str, m: &TaskMetrics) {
+    let mut cumulative = 0;
+    for (i, bucket) in m.put_latency_buckets.iter().enumerate() {
+        cumulative += bucket.load(Relaxed);
+        let le = PUT_LATENCY_BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+    }
+    let sum = m.put_latency_sum_micros.load(Relaxed) as f64 / 1e6;
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {cumulative}");
+}
+
+fn labels(e: &TaskMetricsEntry) -> String {
+    format!("connector=\"{}\",task=\"{}\"", escape(&e.connector), e.task)
+}
+
+/// Label values escape backslash, double quote and newline.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn renders_counters_and_a_cumulative_histogram() {
+        let metrics = Arc::new(TaskMetrics::default());
+        metrics.accepted.store(7, Relaxed);
+        metrics.observe_put(Duration::from_micros(500), 3);
+        metrics.observe_put(Duration::from_millis(20), 4);
+        metrics.observe_put(Duration::from_secs(60), 1);
+        let entries = [TaskMetricsEntry { connector: "a\"b".into(), task: 1, metrics }];
+        let text = render(&entries);
+        let l = r#"connector="a\"b",task="1""#;
+        assert!(text.contains(&format!("spillway_records_accepted_total{{{l}}} 7\n")), "{text}");
+        assert!(text.contains(&format!("spillway_records_put_total{{{l}}} 8\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_bucket{{{l},le=\"0.001\"}} 1\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_bucket{{{l},le=\"0.01\"}} 1\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_bucket{{{l},le=\"0.025\"}} 2\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_bucket{{{l},le=\"30\"}} 2\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_bucket{{{l},le=\"+Inf\"}} 3\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_count{{{l}}} 3\n")));
+        assert!(text.contains(&format!("spillway_put_latency_seconds_sum{{{l}}} 60.0205\n")));
+        assert!(text.contains("# TYPE spillway_put_latency_seconds histogram\n"));
+    }
+}

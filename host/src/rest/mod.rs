@@ -1,0 +1,118 @@
+//! The Kafka Connect-compatible REST API on top of the [`Herder`].
+//!
+//! Paths, bodies and status codes follow Kafka Connect 4.x so that Connect's
+//! tooling works unchanged; every error is Connect's
+//! `{"error_code": N, "message": "…"}`, including malformed JSON, unknown
+//! paths and wrong methods. Beyond Connect: `GET /metrics` (Prometheus) and
+//! `GET /openapi.json`.
+
+mod config_body;
+mod connectors;
+pub mod error;
+mod loggers;
+pub mod metrics;
+mod plugins;
+
+pub use error::ApiError;
+pub use loggers::{LogLevels, LoggerLevel};
+
+use crate::herder::Herder;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde_json::json;
+use std::future::Future;
+use std::net::SocketAddr;
+
+/// The OpenAPI 3.0 document of every endpoint, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+#[derive(Clone)]
+pub struct AppState {
+    herder: Herder,
+    loggers: LogLevels,
+}
+
+pub fn router(herder: Herder, loggers: LogLevels) -> Router {
+    Router::new()
+        .route("/", get(server_info))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics::handler))
+        .route("/openapi.json", get(openapi))
+        .merge(connectors::routes())
+        .merge(plugins::routes())
+        .merge(loggers::routes())
+        .fallback(error::route_not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .with_state(AppState { herder, loggers })
+}
+
+/// Serves the API on `addr` until Ctrl-C. Stopping the herder is left to the
+/// caller, which may have more to shut down.
+pub async fn serve(addr: SocketAddr, herder: Herder, loggers: LogLevels) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!("REST API listening on http://{}", listener.local_addr()?);
+    serve_on(listener, herder, loggers, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
+
+/// Serves on an already bound listener until `shutdown` completes (for
+/// callers that bind port 0, or stop on something other than Ctrl-C).
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    herder: Herder,
+    loggers: LogLevels,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router(herder, loggers)).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+/// `GET /`. The cluster id is not known to the herder yet: null until it is.
+async fn server_info() -> impl IntoResponse {
+    axum::Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": option_env!("SPILLWAY_GIT_COMMIT").unwrap_or("unknown"),
+        "kafka_cluster_id": null,
+    }))
+}
+
+/// `GET /health` (KIP-1017): 200 once the herder answers requests.
+async fn health(State(s): State<AppState>) -> impl IntoResponse {
+    match s.herder.connectors().await {
+        Ok(_) => (
+            StatusCode::OK,
+            axum::Json(
+                json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}),
+            ),
+        ),
+        Err(e) => {
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"status": "unhealthy", "message": e.to_string()})))
+        }
+    }
+}
+
+/// The document with this build's version filled in.
+async fn openapi() -> impl IntoResponse {
+    match serde_json::from_str::<serde_json::Value>(OPENAPI) {
+        Ok(mut doc) => {
+            doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+            axum::Json(doc).into_response()
+        }
+        Err(_) => ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn openapi_document_is_valid_json_of_version_3_0() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).expect("openapi.json parses");
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.0."));
+        assert!(doc["paths"].as_object().unwrap().len() >= 20);
+    }
+}

@@ -1,0 +1,932 @@
+//! The REST API over real HTTP against a running host: a herder with the
+//! built plugins (`target/plugins`, from `scripts/build-plugins.sh`) on the
+//! embedded broker, served on 127.0.0.1:0.
+//!
+//! Waits are bounded loops over observable state; no test asserts on how
+//! long anything took.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use spillway::herder::{Herder, WorkerConfig};
+use spillway::kafka::embedded::EmbeddedBroker;
+use spillway::kafka::producer::Producer;
+use spillway::rest::{self, LogLevels};
+use spillway::runtime::Runtime;
+use spillway::task::WorkerDefaults;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{EnvFilter, Registry, reload};
+
+/// Upper bound on polling loops: generous, since the machine may be busy.
+const ATTEMPTS: usize = 600;
+const POLL: Duration = Duration::from_millis(100);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn plugin_dir() -> PathBuf {
+    let dir = repo().join("target/plugins");
+    for plugin in ["noop-sink", "misbehave", "file-sink"] {
+        let wasm = dir.join(format!("{plugin}.wasm"));
+        assert!(wasm.exists(), "{} is missing: run scripts/build-plugins.sh", wasm.display());
+    }
+    dir
+}
+
+/// Shared by every test so that each plugin is compiled once.
+fn cache_dir() -> PathBuf {
+    repo().join("target/tmp/rest-api-cache")
+}
+
+type Subscriber = tracing_subscriber::layer::Layered<reload::Layer<EnvFilter, Registry>, Registry>;
+
+/// A herder served over HTTP.
+struct Host {
+    url: String,
+    herder: Herder,
+    http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    log_handle: reload::Handle<EnvFilter, Registry>,
+    /// The reload handle works only while its subscriber lives; it is not
+    /// installed globally, so tests do not fight over it.
+    _subscriber: Subscriber,
+}
+
+impl Host {
+    async fn start(bootstrap: &str, state_file: &Path, plugin_dir: &Path) -> Host {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let config = WorkerConfig {
+            worker_id: addr.to_string(),
+            bootstrap_servers: bootstrap.to_string(),
+            state_file: state_file.to_path_buf(),
+            plugin_dir: plugin_dir.to_path_buf(),
+            defaults: WorkerDefaults::default(),
+        };
+        let runtime = Runtime::new(&cache_dir()).expect("runtime");
+        let herder = Herder::start(config, runtime).await.expect("herder starts");
+        let directives = "info,librdkafka=warn";
+        let (layer, log_handle) = reload::Layer::new(EnvFilter::new(directives));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        let loggers = LogLevels::new(log_handle.clone(), directives);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(rest::serve_on(listener, herder.clone(), loggers, async {
+            let _ = stopped.await;
+        }));
+        Host {
+            url: format!("http://{addr}"),
+            herder,
+            http: reqwest::Client::new(),
+            stop: Some(stop),
+            server: Some(server),
+            log_handle,
+            _subscriber: subscriber,
+        }
+    }
+
+    /// Stops serving and shuts the herder down (as the process would on exit).
+    async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("server task").expect("server");
+        }
+        self.herder.shutdown().await.expect("herder shutdown");
+    }
+
+    /// Sends a request; the status and the JSON body (`Null` when empty).
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read(request.send().await.expect("request")).await
+    }
+
+    /// Sends `body` verbatim with an optional content type.
+    async fn raw(&self, method: Method, path: &str, body: &str, content_type: Option<&str>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.url)).body(body.to_string());
+        if let Some(ct) = content_type {
+            request = request.header("content-type", ct);
+        }
+        read(request.send().await.expect("request")).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn create(&self, name: &str, config: Value) -> Value {
+        let (status, body) =
+            self.call(Method::POST, "/connectors", Some(json!({"name": name, "config": config}))).await;
+        assert_eq!(status, 201, "creating {name}: {body}");
+        body
+    }
+
+    /// Polls the connector's status until `done` holds; panics with the last
+    /// status if it never does.
+    async fn wait_status(&self, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..ATTEMPTS {
+            let (status, body) = self.get(&format!("/connectors/{name}/status")).await;
+            assert_eq!(status, 200, "status of {name}: {body}");
+            if done(&body) {
+                return body;
+            }
+            last = body;
+            tokio::time::sleep(POLL).await;
+        }
+        panic!("{name} never became {what}; last status: {last:#}");
+    }
+
+    async fn wait_running(&self, name: &str, tasks: usize) -> Value {
+        self.wait_status(name, "RUNNING", |s| {
+            connector_state(s) == "RUNNING" && task_states(s) == vec!["RUNNING"; tasks]
+        })
+        .await
+    }
+
+    async fn metrics(&self) -> String {
+        let response = self.http.get(format!("{}/metrics", self.url)).send().await.expect("metrics");
+        assert_eq!(response.status(), 200);
+        let ct = response.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+        response.text().await.unwrap()
+    }
+}
+
+async fn read(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let is_json =
+        response.headers().get("content-type").is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+    let text = response.text().await.expect("body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        assert!(is_json, "HTTP {status} answered with a non-JSON body: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("HTTP {status}: invalid JSON ({e}): {text}"))
+    };
+    (status, body)
+}
+
+/// Asserts Connect's error shape with this status, and returns the message.
+fn assert_error(status: u16, body: &Value, expected: u16) -> String {
+    assert_eq!(status, expected, "expected HTTP {expected}, got {status}: {body}");
+    assert_eq!(body["error_code"], json!(expected), "error body: {body}");
+    body["message"].as_str().unwrap_or_else(|| panic!("no message in {body}")).to_string()
+}
+
+fn connector_state(status: &Value) -> &str {
+    status["connector"]["state"].as_str().unwrap_or("?")
+}
+
+fn task_states(status: &Value) -> Vec<&str> {
+    status["tasks"]
+        .as_array()
+        .map(|t| t.iter().map(|t| t["state"].as_str().unwrap_or("?")).collect())
+        .unwrap_or_default()
+}
+
+/// A connector config on the embedded broker (classic group: it has no share
+/// groups).
+fn config(plugin: &str, topic: &str, tasks: u32, extra: &[(&str, &str)]) -> Value {
+    let mut config = json!({
+        "connector.class": plugin,
+        "tasks.max": tasks.to_string(),
+        "topics": topic,
+        "consumer.override.group.protocol": "classic",
+        "flush.interval.ms": "200",
+    });
+    for (k, v) in extra {
+        config[*k] = json!(v);
+    }
+    config
+}
+
+struct Env {
+    broker: EmbeddedBroker,
+    bootstrap: String,
+    dir: tempfile::TempDir,
+}
+
+fn env() -> Env {
+    let broker = EmbeddedBroker::start(1).expect("embedded broker");
+    let bootstrap = broker.bootstrap_servers();
+    Env { broker, bootstrap, dir: tempfile::tempdir().unwrap() }
+}
+
+impl Env {
+    async fn host(&self) -> Host {
+        Host::start(&self.bootstrap, &self.dir.path().join("state.json"), &plugin_dir()).await
+    }
+
+    fn topic(&self, name: &str, partitions: i32) -> String {
+        self.broker.create_topic(name, partitions).expect("topic");
+        name.to_string()
+    }
+
+    async fn produce(&self, topic: &str, n: u64) {
+        Producer::new(&self.bootstrap, &[]).expect("producer").send_samples(topic, 0, n).await.expect("produce");
+    }
+}
+
+/// The sum of one metric's samples for a connector.
+fn metric_sum(text: &str, metric: &str, connector: &str) -> f64 {
+    let prefix = format!("{metric}{{connector=\"{connector}\",");
+    text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_info_plugins_and_validation() {
+    let env = env();
+    let host = env.host().await;
+
+    let (status, info) = host.get("/").await;
+    assert_eq!(status, 200);
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    assert!(info["commit"].is_string());
+    assert!(info.as_object().unwrap().contains_key("kafka_cluster_id"));
+    assert_eq!(
+        host.get("/health").await,
+        (200, json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}))
+    );
+
+    let (status, plugins) = host.get("/connector-plugins").await;
+    assert_eq!(status, 200);
+    let mut names: Vec<&str> = plugins.as_array().unwrap().iter().map(|p| p["class"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink"]);
+    for p in plugins.as_array().unwrap() {
+        assert_eq!(p["type"], "sink");
+        assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
+    }
+
+    let (status, keys) = host.get("/connector-plugins/noop-sink/config").await;
+    assert_eq!(status, 200);
+    let topics = keys.as_array().unwrap().iter().find(|k| k["name"] == "topics").expect("a topics key");
+    assert_eq!(topics["required"], true);
+    let (status, body) = host.get("/connector-plugins/no-such-plugin/config").await;
+    assert!(assert_error(status, &body, 404).contains("no-such-plugin"));
+
+    // Valid: no errors. connector.class may be left out: the path names it.
+    let valid = json!({"name": "v", "topics": "t", "consumer.override.group.protocol": "classic"});
+    let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(valid)).await;
+    assert_eq!(status, 200, "{infos}");
+    assert_eq!(infos["error_count"], 0, "{infos:#}");
+
+    // Invalid is still a 200, with the problem listed against its key.
+    let invalid = json!({"name": "v", "tasks.max": 0});
+    let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(invalid)).await;
+    assert_eq!(status, 200);
+    assert!(infos["error_count"].as_u64().unwrap() >= 2, "{infos:#}");
+    let errors_of = |key: &str| -> Vec<Value> {
+        let config = infos["configs"].as_array().unwrap().iter().find(|c| c["value"]["name"] == key);
+        config.map(|c| c["value"]["errors"].as_array().unwrap().clone()).unwrap_or_default()
+    };
+    assert!(!errors_of("topics").is_empty(), "{infos:#}");
+    assert!(!errors_of("tasks.max").is_empty(), "{infos:#}");
+
+    let mismatch = json!({"connector.class": "file-sink", "topics": "t"});
+    let (status, body) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(mismatch)).await;
+    assert!(assert_error(status, &body, 400).contains("does not match"));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connector_crud() {
+    let env = env();
+    let topic = env.topic("crud", 1);
+    let host = env.host().await;
+
+    let response = host
+        .http
+        .post(format!("{}/connectors", host.url))
+        .json(&json!({"name": "crud-a", "config": config("noop-sink", &topic, 2, &[])}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["location"], "/connectors/crud-a");
+    let created: Value = response.json().await.unwrap();
+    assert_eq!(created["name"], "crud-a");
+    assert_eq!(created["type"], "sink");
+    assert_eq!(created["config"]["name"], "crud-a", "the name is put into the config");
+    assert_eq!(created["config"]["tasks.max"], "2");
+
+    let (status, body) = host
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": "crud-a", "config": config("noop-sink", &topic, 1, &[])})),
+        )
+        .await;
+    assert!(assert_error(status, &body, 409).contains("crud-a"));
+
+    assert_eq!(host.get("/connectors").await, (200, json!(["crud-a"])));
+    let (status, info) = host.get("/connectors/crud-a").await;
+    assert_eq!(status, 200);
+    assert_eq!(info["tasks"], json!([{"connector": "crud-a", "task": 0}, {"connector": "crud-a", "task": 1}]));
+    let (status, cfg) = host.get("/connectors/crud-a/config").await;
+    assert_eq!((status, &cfg["topics"]), (200, &json!(topic)));
+    let (status, tasks) = host.get("/connectors/crud-a/tasks").await;
+    assert_eq!(status, 200);
+    assert_eq!(tasks[1]["id"], json!({"connector": "crud-a", "task": 1}));
+    assert_eq!(tasks[1]["config"]["topics"], json!(topic));
+
+    let status = host.wait_running("crud-a", 2).await;
+    assert_eq!(status["type"], "sink");
+    assert_eq!(status["connector"]["worker_id"], host.url.trim_start_matches("http://"));
+    let (code, task) = host.get("/connectors/crud-a/tasks/1/status").await;
+    assert_eq!((code, &task["id"], &task["state"]), (200, &json!(1), &json!("RUNNING")));
+    let (code, body) = host.get("/connectors/crud-a/tasks/7/status").await;
+    assert_error(code, &body, 404);
+
+    // Expansions: Connect's map shape; unknown kinds are ignored.
+    let (status, expanded) = host.get("/connectors?expand=status&expand=info&expand=bogus").await;
+    assert_eq!(status, 200);
+    let entry = expanded["crud-a"].as_object().expect("keyed by name");
+    let mut kinds: Vec<&String> = entry.keys().collect();
+    kinds.sort();
+    assert_eq!(kinds, vec!["info", "status"]);
+    assert_eq!(expanded["crud-a"]["info"]["config"]["connector.class"], "noop-sink");
+    assert_eq!(expanded["crud-a"]["status"]["name"], "crud-a");
+    let (_, only_status) = host.get("/connectors?expand=status").await;
+    assert!(only_status["crud-a"].get("info").is_none() && only_status["crud-a"].get("status").is_some());
+
+    // PUT: 201 when it creates, 200 when it replaces.
+    let (status, body) =
+        host.call(Method::PUT, "/connectors/crud-b/config", Some(config("noop-sink", &topic, 1, &[]))).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["name"], "crud-b");
+    let (status, body) = host
+        .call(
+            Method::PUT,
+            "/connectors/crud-b/config",
+            Some(config("noop-sink", &topic, 1, &[("batch.max.records", "50")])),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["config"]["batch.max.records"], "50");
+    let mut other = config("noop-sink", &topic, 1, &[]);
+    other["name"] = json!("someone-else");
+    let (status, body) = host.call(Method::PUT, "/connectors/crud-b/config", Some(other)).await;
+    assert!(assert_error(status, &body, 400).contains("doesn't match"));
+
+    // PATCH merges; null removes.
+    let patch = json!({"batch.max.records": null, "flush.interval.ms": "300"});
+    let (status, body) = host.call(Method::PATCH, "/connectors/crud-b/config", Some(patch)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["config"].get("batch.max.records").is_none(), "{body}");
+    assert_eq!(body["config"]["flush.interval.ms"], "300");
+    assert_eq!(body["config"]["topics"], json!(topic), "untouched keys stay");
+    let (status, body) = host.call(Method::PATCH, "/connectors/nope/config", Some(json!({"a": "b"}))).await;
+    assert_error(status, &body, 404);
+    let (status, body) = host.call(Method::PATCH, "/connectors/crud-b/config", Some(json!({"tasks.max": "0"}))).await;
+    assert_error(status, &body, 400);
+
+    // DELETE: 204, then gone.
+    let (status, body) = host.call(Method::DELETE, "/connectors/crud-b", None).await;
+    assert_eq!((status, body), (204, Value::Null));
+    let (status, body) = host.get("/connectors/crud-b").await;
+    assert!(assert_error(status, &body, 404).contains("crud-b"));
+    let (status, body) = host.call(Method::DELETE, "/connectors/crud-b", None).await;
+    assert_error(status, &body, 404);
+    assert_eq!(host.get("/connectors").await, (200, json!(["crud-a"])));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_json_4xx() {
+    let env = env();
+    let host = env.host().await;
+    let good = || config("noop-sink", "bad-input", 1, &[]);
+
+    let (s, b) = host.raw(Method::POST, "/connectors", r#"{"name": "x", "config": {"#, Some("application/json")).await;
+    assert!(assert_error(s, &b, 400).contains("Invalid JSON"));
+    let (s, b) = host.raw(Method::POST, "/connectors", "", Some("application/json")).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host.raw(Method::POST, "/connectors", "[1, 2]", Some("application/json")).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host.raw(Method::POST, "/connectors", "not json at all", Some("text/plain")).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x"}))).await;
+    assert!(assert_error(s, &b, 400).contains("config"));
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"config": good()}))).await;
+    assert!(assert_error(s, &b, 400).contains("name"));
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": {"k": [1]}}))).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host
+        .call(Method::POST, "/connectors", Some(json!({"name": "x", "config": good(), "initial_state": "DANCING"})))
+        .await;
+    assert!(assert_error(s, &b, 400).contains("initial_state"));
+    let mut mismatch = good();
+    mismatch["name"] = json!("y");
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": mismatch}))).await;
+    assert!(assert_error(s, &b, 400).contains("doesn't match"));
+
+    // Missing required config and an unknown plugin: 400 naming the problem.
+    let mut no_topics = good();
+    no_topics.as_object_mut().unwrap().remove("topics");
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": no_topics}))).await;
+    assert!(assert_error(s, &b, 400).contains("topics"));
+    let (s, b) = host
+        .call(Method::POST, "/connectors", Some(json!({"name": "x", "config": config("no-such-plugin", "t", 1, &[])})))
+        .await;
+    assert!(assert_error(s, &b, 400).contains("no-such-plugin"));
+    assert_eq!(host.get("/connectors").await, (200, json!([])), "nothing was created");
+
+    // A body without a content type is still read (`curl -d` habits).
+    let body = json!({"name": "lenient", "config": good()}).to_string();
+    let (s, b) = host.raw(Method::POST, "/connectors", &body, None).await;
+    assert_eq!(s, 201, "{b}");
+
+    // Routing errors are JSON too.
+    let (s, b) = host.get("/no/such/path").await;
+    assert_eq!(assert_error(s, &b, 404), "HTTP 404 Not Found");
+    let (s, b) = host.call(Method::DELETE, "/connectors", None).await;
+    assert_eq!(assert_error(s, &b, 405), "HTTP 405 Method Not Allowed");
+    let (s, b) = host.call(Method::POST, "/connectors/lenient/pause", None).await;
+    assert_error(s, &b, 405);
+    let (s, b) = host.get("/connectors/lenient/tasks/abc/status").await;
+    assert_error(s, &b, 404);
+    let (s, b) = host.get("/connectors/lenient/tasks/-1/status").await;
+    assert_error(s, &b, 404);
+    let (s, b) = host.call(Method::POST, "/connectors/lenient/restart?includeTasks=maybe", None).await;
+    assert!(assert_error(s, &b, 400).contains("includeTasks"));
+
+    // Every connector sub-resource answers 404 for an unknown connector.
+    let unknown: [(Method, &str, Option<Value>); 16] = [
+        (Method::GET, "", None),
+        (Method::DELETE, "", None),
+        (Method::GET, "/config", None),
+        (Method::PATCH, "/config", Some(json!({"a": "b"}))),
+        (Method::GET, "/status", None),
+        (Method::GET, "/tasks", None),
+        (Method::GET, "/tasks/0/status", None),
+        (Method::POST, "/tasks/0/restart", None),
+        (Method::POST, "/restart", None),
+        (Method::POST, "/restart?includeTasks=true", None),
+        (Method::PUT, "/pause", None),
+        (Method::PUT, "/resume", None),
+        (Method::PUT, "/stop", None),
+        (Method::GET, "/topics", None),
+        (Method::PUT, "/topics/reset", None),
+        (Method::GET, "/offsets", None),
+    ];
+    for (method, suffix, body) in unknown {
+        let (s, b) = host.call(method.clone(), &format!("/connectors/ghost{suffix}"), body).await;
+        let message = assert_error(s, &b, 404);
+        assert!(message.contains("ghost"), "{method} {suffix}: {message}");
+    }
+    host.shutdown().await;
+}
+
+/// KIP-745's matrix: `includeTasks` × `onlyFailed` against a healthy
+/// connector (all RUNNING), one whose tasks FAILED (misbehave `mode=panic`),
+/// and one whose Connector instance FAILED (its plugin is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip745_restart_matrix() {
+    let env = env();
+    let state_file = env.dir.path().join("state.json");
+
+    // A connector whose plugin disappears across a host restart: its
+    // Connector instance is FAILED afterwards.
+    let only_noop = env.dir.path().join("plugins-a");
+    let only_misbehave = env.dir.path().join("plugins-b");
+    for (dir, plugin) in [(&only_noop, "noop-sink"), (&only_misbehave, "misbehave")] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::copy(plugin_dir().join(format!("{plugin}.wasm")), dir.join(format!("{plugin}.wasm"))).unwrap();
+    }
+    let orphan_topic = env.topic("orphan", 1);
+    let host = Host::start(&env.bootstrap, &state_file, &only_noop).await;
+    host.create("orphan", config("noop-sink", &orphan_topic, 1, &[])).await;
+    host.shutdown().await;
+    let host = Host::start(&env.bootstrap, &state_file, &only_misbehave).await;
+    let orphan = host.wait_status("orphan", "FAILED", |s| connector_state(s) == "FAILED").await;
+    assert!(orphan["connector"]["trace"].as_str().unwrap().contains("noop-sink"), "{orphan}");
+
+    let healthy_topic = env.topic("healthy", 2);
+    let failing_topic = env.topic("failing", 2);
+    host.create("healthy", config("misbehave", &healthy_topic, 2, &[("mode", "accept")])).await;
+    host.create("failing", config("misbehave", &failing_topic, 2, &[("mode", "panic")])).await;
+    host.wait_running("healthy", 2).await;
+    env.produce(&failing_topic, 20).await;
+    let all_failed = |s: &Value| connector_state(s) == "RUNNING" && task_states(s) == vec!["FAILED"; 2];
+    host.wait_status("failing", "tasks FAILED", all_failed).await;
+
+    let h = &host;
+    let restart = |name: &str, include_tasks: bool, only_failed: bool| {
+        let path = format!("/connectors/{name}/restart?includeTasks={include_tasks}&onlyFailed={only_failed}");
+        async move { h.call(Method::POST, &path, None).await }
+    };
+    // (connector state, task states) in a 202 body.
+    let states = |body: &Value| (connector_state(body).to_string(), task_states(body).join(","));
+
+    // Healthy: only the flags decide.
+    assert_eq!(restart("healthy", false, false).await, (204, Value::Null));
+    host.wait_running("healthy", 2).await;
+    let (s, b) = restart("healthy", true, false).await;
+    assert_eq!((s, states(&b)), (202, ("RESTARTING".into(), "RESTARTING,RESTARTING".into())), "{b}");
+    assert_eq!(b["name"], "healthy");
+    host.wait_running("healthy", 2).await;
+    let (s, b) = restart("healthy", false, true).await;
+    assert_eq!((s, states(&b)), (202, ("RUNNING".into(), "RUNNING,RUNNING".into())), "nothing failed: {b}");
+    let (s, b) = restart("healthy", true, true).await;
+    assert_eq!((s, states(&b)), (202, ("RUNNING".into(), "RUNNING,RUNNING".into())), "nothing failed: {b}");
+
+    // Failed tasks: onlyFailed targets them and not the running connector.
+    let (s, b) = restart("failing", true, true).await;
+    assert_eq!((s, states(&b)), (202, ("RUNNING".into(), "RESTARTING,RESTARTING".into())), "{b}");
+    // The records are still there: the restarted tasks fail again.
+    host.wait_status("failing", "tasks FAILED again", all_failed).await;
+    let (s, b) = restart("failing", false, true).await;
+    assert_eq!((s, states(&b)), (202, ("RUNNING".into(), "FAILED,FAILED".into())), "tasks not included: {b}");
+    let (s, b) = restart("failing", true, false).await;
+    assert_eq!((s, states(&b)), (202, ("RESTARTING".into(), "RESTARTING,RESTARTING".into())), "{b}");
+    host.wait_status("failing", "tasks FAILED again", all_failed).await;
+    assert_eq!(restart("failing", false, false).await, (204, Value::Null));
+
+    // A failed Connector instance: onlyFailed restarts it (and it fails
+    // again: the plugin is still missing).
+    let (s, b) = restart("orphan", false, true).await;
+    assert_eq!((s, states(&b)), (202, ("RESTARTING".into(), String::new())), "{b}");
+    host.wait_status("orphan", "FAILED again", |s| connector_state(s) == "FAILED").await;
+    let (s, b) = restart("orphan", true, true).await;
+    assert_eq!((s, states(&b)), (202, ("RESTARTING".into(), String::new())), "{b}");
+
+    // One task at a time: 204, and unknown ones are 404.
+    assert_eq!(host.call(Method::POST, "/connectors/healthy/tasks/1/restart", None).await, (204, Value::Null));
+    let (s, b) = host.call(Method::POST, "/connectors/healthy/tasks/9/restart", None).await;
+    assert_error(s, &b, 404);
+    for (include_tasks, only_failed) in [(false, false), (true, false), (false, true), (true, true)] {
+        let (s, b) = restart("ghost", include_tasks, only_failed).await;
+        assert_error(s, &b, 404);
+    }
+
+    // Afterwards everything settles back where it belongs.
+    host.wait_running("healthy", 2).await;
+    host.wait_status("failing", "tasks FAILED", all_failed).await;
+    host.wait_status("orphan", "FAILED", |s| connector_state(s) == "FAILED").await;
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_stop() {
+    let env = env();
+    let topic = env.topic("lifecycle", 2);
+    let host = env.host().await;
+    host.create("life", config("noop-sink", &topic, 2, &[])).await;
+    host.wait_running("life", 2).await;
+
+    assert_eq!(host.call(Method::PUT, "/connectors/life/pause", None).await, (202, Value::Null));
+    host.wait_status("life", "PAUSED", |s| connector_state(s) == "PAUSED" && task_states(s) == vec!["PAUSED"; 2]).await;
+    assert_eq!(host.call(Method::PUT, "/connectors/life/pause", None).await.0, 202, "idempotent");
+
+    assert_eq!(host.call(Method::PUT, "/connectors/life/resume", None).await, (202, Value::Null));
+    host.wait_running("life", 2).await;
+
+    assert_eq!(host.call(Method::PUT, "/connectors/life/stop", None).await, (204, Value::Null));
+    let stopped = host.wait_status("life", "STOPPED", |s| connector_state(s) == "STOPPED").await;
+    assert_eq!(stopped["tasks"], json!([]), "a stopped connector runs no tasks");
+    let (_, info) = host.get("/connectors/life").await;
+    assert_eq!(info["tasks"], json!([]));
+
+    assert_eq!(host.call(Method::PUT, "/connectors/life/resume", None).await, (202, Value::Null));
+    host.wait_running("life", 2).await;
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connectors_and_target_states_survive_a_host_restart() {
+    let env = env();
+    let topic = env.topic("persist", 1);
+    let host = env.host().await;
+    let running = config("noop-sink", &topic, 1, &[("batch.max.records", "77")]);
+    host.create("p-running", running.clone()).await;
+    let paused = json!({"name": "p-paused", "config": config("noop-sink", &topic, 2, &[]), "initial_state": "PAUSED"});
+    assert_eq!(host.call(Method::POST, "/connectors", Some(paused)).await.0, 201);
+    host.create("p-stopped", config("noop-sink", &topic, 1, &[])).await;
+    assert_eq!(host.call(Method::PUT, "/connectors/p-stopped/stop", None).await.0, 204);
+    host.wait_running("p-running", 1).await;
+    host.shutdown().await;
+
+    let host = env.host().await;
+    assert_eq!(host.get("/connectors").await, (200, json!(["p-paused", "p-running", "p-stopped"])));
+    let (_, cfg) = host.get("/connectors/p-running/config").await;
+    assert_eq!(cfg["batch.max.records"], "77");
+    assert_eq!(cfg["name"], "p-running");
+    host.wait_running("p-running", 1).await;
+    host.wait_status("p-paused", "PAUSED", |s| connector_state(s) == "PAUSED" && task_states(s) == vec!["PAUSED"; 2])
+        .await;
+    host.wait_status("p-stopped", "STOPPED", |s| connector_state(s) == "STOPPED" && task_states(s).is_empty()).await;
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_topics_after_records_flow() {
+    let env = env();
+    let topic = env.topic("metered", 1);
+    let host = env.host().await;
+    host.create("metered", config("noop-sink", &topic, 1, &[])).await;
+    host.wait_running("metered", 1).await;
+    env.produce(&topic, 50).await;
+
+    let mut text = String::new();
+    for _ in 0..ATTEMPTS {
+        text = host.metrics().await;
+        if metric_sum(&text, "spillway_records_accepted_total", "metered") >= 50.0 {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(metric_sum(&text, "spillway_records_accepted_total", "metered"), 50.0, "{text}");
+    assert_eq!(metric_sum(&text, "spillway_records_polled_total", "metered"), 50.0);
+    assert_eq!(metric_sum(&text, "spillway_records_put_total", "metered"), 50.0);
+    assert_eq!(metric_sum(&text, "spillway_records_rejected_total", "metered"), 0.0);
+    for family in
+        ["spillway_records_released_total", "spillway_records_dead_lettered_total", "spillway_acks_refused_total"]
+    {
+        assert!(text.contains(&format!("# TYPE {family} counter\n")), "{family}");
+        assert!(text.contains(&format!("{family}{{connector=\"metered\",task=\"0\"}} ")), "{family}");
+    }
+    assert!(text.contains("# TYPE spillway_plugin_memory_bytes gauge\n"));
+    assert!(text.contains("spillway_commit_failures_total{connector=\"metered\",task=\"0\"} "));
+    let count = metric_sum(&text, "spillway_put_latency_seconds_count", "metered");
+    assert!(count >= 1.0, "{text}");
+    let inf = text
+        .lines()
+        .find(|l| l.starts_with("spillway_put_latency_seconds_bucket{connector=\"metered\",task=\"0\",le=\"+Inf\"}"))
+        .expect("+Inf bucket");
+    assert_eq!(inf.rsplit(' ').next().unwrap().parse::<f64>().unwrap(), count);
+    assert!(metric_sum(&text, "spillway_put_latency_seconds_sum", "metered") >= 0.0);
+
+    // Active topics (KIP-558): what the connector has used, until reset.
+    assert_eq!(host.get("/connectors/metered/topics").await, (200, json!({"metered": {"topics": [topic]}})));
+    assert_eq!(host.call(Method::PUT, "/connectors/metered/topics/reset", None).await, (202, Value::Null));
+    assert_eq!(host.get("/connectors/metered/topics").await, (200, json!({"metered": {"topics": []}})));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_of_classic_and_share_connectors() {
+    let env = env();
+    let topic = env.topic("offsets", 1);
+    let host = env.host().await;
+    host.create("classic", config("noop-sink", &topic, 1, &[])).await;
+    host.wait_running("classic", 1).await;
+    env.produce(&topic, 30).await;
+
+    let expected = |offset: Value| json!({"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": offset}]});
+    let mut last = Value::Null;
+    for _ in 0..ATTEMPTS {
+        let (status, body) = host.get("/connectors/classic/offsets").await;
+        assert_eq!(status, 200, "{body}");
+        if body == expected(json!({"kafka_offset": 30})) {
+            break;
+        }
+        last = body;
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(host.get("/connectors/classic/offsets").await.1, expected(json!({"kafka_offset": 30})), "last: {last}");
+
+    let alter = json!({"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 5}}]});
+    let (s, b) = host.call(Method::PATCH, "/connectors/classic/offsets", Some(alter.clone())).await;
+    assert!(assert_error(s, &b, 400).contains("STOPPED"), "only a stopped connector's offsets change");
+    assert_eq!(host.call(Method::PUT, "/connectors/classic/stop", None).await.0, 204);
+
+    let (s, b) = host.call(Method::PATCH, "/connectors/classic/offsets", Some(json!({"offsets": []}))).await;
+    assert_error(s, &b, 400);
+    let wrong_topic = json!({"offsets": [{"partition": {"kafka_topic": "elsewhere", "kafka_partition": 0}, "offset": {"kafka_offset": 1}}]});
+    let (s, b) = host.call(Method::PATCH, "/connectors/classic/offsets", Some(wrong_topic)).await;
+    assert!(assert_error(s, &b, 400).contains("elsewhere"));
+    let negative = json!({"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": -3}}]});
+    let (s, b) = host.call(Method::PATCH, "/connectors/classic/offsets", Some(negative)).await;
+    assert_error(s, &b, 400);
+
+    let (s, b) = host.call(Method::PATCH, "/connectors/classic/offsets", Some(alter)).await;
+    assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been altered successfully"})));
+    assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(json!({"kafka_offset": 5}))));
+    let (s, b) = host.call(Method::DELETE, "/connectors/classic/offsets", None).await;
+    assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been reset successfully"})));
+    assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(Value::Null)));
+
+    // A share-group connector (the worker default) has no offsets: a clear
+    // 4xx, whatever its tasks are doing on a broker without share groups.
+    let mut share = config("noop-sink", &topic, 1, &[]);
+    share.as_object_mut().unwrap().remove("consumer.override.group.protocol");
+    host.create("shared", share).await;
+    let (s, b) = host.get("/connectors/shared/offsets").await;
+    assert!(assert_error(s, &b, 400).contains("share group"));
+    assert_eq!(host.call(Method::PUT, "/connectors/shared/stop", None).await.0, 204);
+    let (s, b) = host.call(Method::DELETE, "/connectors/shared/offsets", None).await;
+    assert!(assert_error(s, &b, 400).contains("share group"));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loggers_change_the_live_filter() {
+    let env = env();
+    let host = env.host().await;
+
+    let (s, all) = host.get("/admin/loggers").await;
+    assert_eq!(s, 200);
+    assert_eq!(all["root"], json!({"level": "INFO", "last_modified": null}));
+    assert_eq!(all["librdkafka"], json!({"level": "WARN", "last_modified": null}));
+
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/spillway::herder", Some(json!({"level": "debug"}))).await;
+    assert_eq!((s, b), (200, json!(["spillway::herder"])));
+    let (s, one) = host.get("/admin/loggers/spillway::herder").await;
+    assert_eq!((s, &one["level"]), (200, &json!("DEBUG")));
+    assert!(one["last_modified"].as_u64().unwrap() > 0);
+    let filter = host.log_handle.with_current(|f| f.to_string()).unwrap();
+    assert!(filter.contains("spillway::herder=debug"), "{filter}");
+
+    // A parent takes its children along.
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/spillway", Some(json!({"level": "TRACE"}))).await;
+    assert_eq!((s, b), (200, json!(["spillway", "spillway::herder"])));
+    let filter = host.log_handle.with_current(|f| f.to_string()).unwrap();
+    assert!(filter.contains("spillway=trace") && filter.contains("spillway::herder=trace"), "{filter}");
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/root?scope=cluster", Some(json!({"level": "WARN"}))).await;
+    assert_eq!((s, b), (204, Value::Null));
+    assert_eq!(host.get("/admin/loggers/root").await.1["level"], "WARN");
+    assert_eq!(host.get("/admin/loggers/spillway").await.1["level"], "WARN", "root sets every logger");
+
+    // Connect's errors: unknown level 404, no level 400, unknown logger 404.
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/spillway", Some(json!({"level": "LOUD"}))).await;
+    assert!(assert_error(s, &b, 404).contains("LOUD"));
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/spillway", Some(json!({}))).await;
+    assert!(assert_error(s, &b, 400).contains("level"));
+    let (s, b) = host.raw(Method::PUT, "/admin/loggers/spillway", "{level:", Some("application/json")).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host.call(Method::PUT, "/admin/loggers/a%3Db", Some(json!({"level": "INFO"}))).await;
+    assert_error(s, &b, 400);
+    let (s, b) = host.get("/admin/loggers/never.set").await;
+    assert!(assert_error(s, &b, 404).contains("never.set"));
+    host.shutdown().await;
+}
+
+/// Every operation the OpenAPI document lists is routed (no generic 404 or
+/// 405), and the document is OpenAPI 3.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_matches_the_routes() {
+    let env = env();
+    let host = env.host().await;
+    let (s, doc) = host.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0."));
+    assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .replace("{connector}", "ghost")
+            .replace("{task}", "0")
+            .replace("{plugin}", "noop-sink")
+            .replace("{logger}", "root");
+        for method in item.as_object().unwrap().keys() {
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let body = matches!(method, Method::PUT | Method::PATCH | Method::POST).then(|| json!({}));
+            let response = host.http.request(method.clone(), format!("{}{concrete}", host.url));
+            let response = match &body {
+                Some(b) => response.json(b),
+                None => response,
+            };
+            let response = response.send().await.unwrap();
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap();
+            assert!(
+                !text.contains("HTTP 404 Not Found") && status != 405 && status < 500,
+                "{method} {path}: HTTP {status} {text}"
+            );
+            operations += 1;
+        }
+    }
+    assert!(operations >= 28, "{operations} operations documented");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_commands_against_a_live_server() {
+    use spillway::cli::{ConnectorsCommand as C, connectors, plugins};
+    let env = env();
+    let topic = env.topic("cli", 1);
+    let host = env.host().await;
+    let url = host.url.clone();
+
+    let file = env.dir.path().join("connector.json");
+    std::fs::write(&file, json!({"name": "cli-sink", "config": config("noop-sink", &topic, 2, &[])}).to_string())
+        .unwrap();
+    assert_eq!(
+        connectors(&url, C::Create { file: file.clone() }).await.unwrap(),
+        "created connector cli-sink (2 task(s))\n"
+    );
+    let again = connectors(&url, C::Create { file }).await.unwrap_err().to_string();
+    assert_eq!(again, "Connector cli-sink already exists (HTTP 409)");
+    host.wait_running("cli-sink", 2).await;
+
+    let worker = url.trim_start_matches("http://");
+    let list = connectors(&url, C::List).await.unwrap();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(lines[0].starts_with("CONNECTOR  PLUGIN     STATE    TASKS  WORKER"), "{list}");
+    assert_eq!(lines[1], format!("cli-sink   noop-sink  RUNNING  2/2    {worker}"));
+
+    let status = connectors(&url, C::Status { name: "cli-sink".into() }).await.unwrap();
+    assert!(
+        status.starts_with(&format!("connector cli-sink (sink): RUNNING on {worker}, tasks running 2/2\n")),
+        "{status}"
+    );
+    assert!(status.contains(&format!("\n1     RUNNING  {worker}")), "{status}");
+
+    let restarted = connectors(&url, C::Restart { name: "cli-sink".into(), include_tasks: false, only_failed: false });
+    assert_eq!(restarted.await.unwrap(), "restarted connector cli-sink\n");
+    let accepted = connectors(&url, C::Restart { name: "cli-sink".into(), include_tasks: true, only_failed: false });
+    let accepted = accepted.await.unwrap();
+    assert!(accepted.starts_with("restart of cli-sink accepted:\nconnector cli-sink (sink): RESTARTING"), "{accepted}");
+    host.wait_running("cli-sink", 2).await;
+
+    assert_eq!(
+        connectors(&url, C::Pause { name: "cli-sink".into() }).await.unwrap(),
+        "pause of connector cli-sink requested\n"
+    );
+    host.wait_status("cli-sink", "PAUSED", |s| connector_state(s) == "PAUSED").await;
+    assert_eq!(
+        connectors(&url, C::Stop { name: "cli-sink".into() }).await.unwrap(),
+        "stop of connector cli-sink requested\n"
+    );
+    host.wait_status("cli-sink", "STOPPED", |s| connector_state(s) == "STOPPED").await;
+    connectors(&url, C::Resume { name: "cli-sink".into() }).await.unwrap();
+    host.wait_running("cli-sink", 2).await;
+
+    let table = plugins(&url).await.unwrap();
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].starts_with("PLUGIN     TYPE  VERSION  DIGEST"), "{table}");
+    assert_eq!(rows.len(), 4, "{table}");
+    assert!(rows[1].starts_with("file-sink  sink  ") && rows[1].contains("sha256:"), "{table}");
+
+    assert_eq!(connectors(&url, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");
+    let missing = connectors(&url, C::Status { name: "cli-sink".into() }).await.unwrap_err().to_string();
+    assert_eq!(missing, "Connector cli-sink not found (HTTP 404)");
+    assert_eq!(connectors(&url, C::List).await.unwrap(), "no connectors\n");
+    host.shutdown().await;
+
+    let unreachable = connectors(&url, C::List).await.unwrap_err().to_string();
+    assert!(unreachable.contains("cannot reach"), "{unreachable}");
+}
+
+/// Fuzzes every operation in `/openapi.json` with schemathesis and fails on
+/// any 5xx. Skipped (with a note) where schemathesis is not installed;
+/// `tests/schemathesis/run.sh` installs it and runs this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_server_error() {
+    let schemathesis = std::env::var("SPILLWAY_SCHEMATHESIS").unwrap_or_else(|_| "schemathesis".into());
+    let installed =
+        std::process::Command::new(&schemathesis).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !installed {
+        println!("SKIPPED: schemathesis is not installed; run tests/schemathesis/run.sh");
+        return;
+    }
+    let env = env();
+    env.topic("schemathesis", 1);
+    let host = env.host().await;
+    let args = schemathesis_args(&host.url);
+    println!("running {schemathesis} {}", args.join(" "));
+    let mut child = tokio::process::Command::new(&schemathesis)
+        .args(&args)
+        .current_dir(env.dir.path())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting schemathesis");
+    // Bounded: a hung run fails the test instead of hanging it.
+    let status = tokio::time::timeout(Duration::from_secs(600), child.wait()).await;
+    let status = status.expect("schemathesis finished within its bound").expect("schemathesis ran");
+    assert!(status.success(), "schemathesis found server errors (see its report above)");
+    host.shutdown().await;
+}
+
+fn schemathesis_args(url: &str) -> Vec<String> {
+    let max_examples = std::env::var("SPILLWAY_SCHEMATHESIS_EXAMPLES").unwrap_or_else(|_| "30".into());
+    [
+        "run",
+        &format!("{url}/openapi.json"),
+        "--checks",
+        "not_a_server_error",
+        "--max-examples",
+        &max_examples,
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "60",
+        "--generation-database",
+        "none",
+        "--no-color",
+    ]
+    .map(String::from)
+    .to_vec()
+}
