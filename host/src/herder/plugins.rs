@@ -42,7 +42,12 @@ impl PluginRegistry {
         if let Some(old) = self.plugins.insert(plugin.metadata.name.clone(), plugin)
             && let Some(new) = self.plugins.get(&old.metadata.name)
         {
-            tracing::warn!(plugin = old.metadata.name, replaced = old.digest, by = new.digest, "two plugins share a name");
+            tracing::warn!(
+                plugin = old.metadata.name,
+                replaced = old.digest,
+                by = new.digest,
+                "two plugins share a name"
+            );
         }
     }
 

@@ -15,10 +15,28 @@ const HOST_KEYS: &[(&str, &str, bool, Option<&str>, &str)] = &[
     ("connector.class", "STRING", true, None, "Name of the plugin that implements the connector."),
     ("tasks.max", "INT", false, Some("1"), "Maximum number of tasks (share-group members) to run."),
     ("topics", "LIST", true, None, "Topics to consume, comma-separated."),
-    ("errors.tolerance", "STRING", false, Some("none"), "none: a rejected record fails the task; all: it goes to the DLQ."),
+    (
+        "errors.tolerance",
+        "STRING",
+        false,
+        Some("none"),
+        "none: a rejected record fails the task; all: it goes to the DLQ.",
+    ),
     ("errors.deadletterqueue.topic.name", "STRING", false, Some(""), "Topic for rejected records."),
-    ("errors.deadletterqueue.context.headers.enable", "BOOLEAN", false, Some("true"), "Add __connect.errors.* headers."),
-    ("errors.retry.timeout", "LONG", false, Some("300000"), "How long a record may keep asking for retries; -1 for no bound."),
+    (
+        "errors.deadletterqueue.context.headers.enable",
+        "BOOLEAN",
+        false,
+        Some("true"),
+        "Add __connect.errors.* headers.",
+    ),
+    (
+        "errors.retry.timeout",
+        "LONG",
+        false,
+        Some("300000"),
+        "How long a record may keep asking for retries; -1 for no bound.",
+    ),
     ("errors.retry.delay.max.ms", "LONG", false, Some("60000"), "Longest pause between retries."),
     ("plugin.memory.max.bytes", "LONG", false, Some("268435456"), "Linear memory one plugin instance may use."),
     ("plugin.call.timeout.ms", "LONG", false, Some("30000"), "Longest one call into the plugin may run."),
@@ -97,9 +115,10 @@ pub async fn validate(
     }
     let mut keys = host_key_infos();
     match plugin {
-        None => errors.entry("connector.class".into()).or_default().push(format!(
-            "Failed to find any installed plugin named '{plugin_name}'"
-        )),
+        None => errors
+            .entry("connector.class".into())
+            .or_default()
+            .push(format!("Failed to find any installed plugin named '{plugin_name}'")),
         Some(plugin) => {
             for key in &plugin.metadata.config {
                 if let Some(message) = check_value(key, config.get(&key.name)) {

@@ -261,10 +261,12 @@ impl Worker {
             return Ok(());
         }
         let bootstrap = self.config.bootstrap_servers.clone();
-        let group = parsed.group_id.clone();
-        let exists = tokio::task::spawn_blocking(move || crate::kafka::groups::classic_group_exists(&bootstrap, &group))
-            .await
-            .map_err(|e| HerderError::Internal(e.to_string()))?;
+        let (group, topics) = (parsed.group_id.clone(), parsed.topics.clone());
+        let exists = tokio::task::spawn_blocking(move || {
+            crate::kafka::groups::classic_group_exists(&bootstrap, &group, &topics)
+        })
+        .await
+        .map_err(|e| HerderError::Internal(e.to_string()))?;
         match exists {
             Ok(false) => Ok(()),
             Ok(true) => Err(HerderError::BadRequest(format!(
@@ -396,7 +398,11 @@ impl Worker {
         let handle = tokio::spawn(async move {
             let exit = match task::start(&runtime, spec).await {
                 Ok(task_loop) => {
-                    let _ = events.send(TaskEvent::Started { connector: connector_name.clone(), task: task_id, generation });
+                    let _ = events.send(TaskEvent::Started {
+                        connector: connector_name.clone(),
+                        task: task_id,
+                        generation,
+                    });
                     task_loop.run(task_stop).await
                 }
                 Err(e) => TaskExit::Failed(format!("{e:#}")),
@@ -408,10 +414,9 @@ impl Worker {
             Some(t) if t.state == State::Restarting => State::Restarting,
             _ => State::Unassigned,
         };
-        connector.tasks.insert(
-            task_id,
-            TaskRuntime { state, trace: None, generation, stop, handle: Some(handle), metrics },
-        );
+        connector
+            .tasks
+            .insert(task_id, TaskRuntime { state, trace: None, generation, stop, handle: Some(handle), metrics });
     }
 
     /// Stops tasks and waits for them to hand back their records. They stay
@@ -445,9 +450,8 @@ impl Worker {
 
     fn on_event(&mut self, event: TaskEvent) {
         let (name, id, generation) = match &event {
-            TaskEvent::Started { connector, task, generation } | TaskEvent::Exited { connector, task, generation, .. } => {
-                (connector.clone(), *task, *generation)
-            }
+            TaskEvent::Started { connector, task, generation }
+            | TaskEvent::Exited { connector, task, generation, .. } => (connector.clone(), *task, *generation),
         };
         let Some(connector) = self.connectors.get_mut(&name) else { return };
         let topics: Vec<String> = connector.config.as_ref().map(|c| c.topics.clone()).unwrap_or_default();
@@ -607,7 +611,12 @@ impl Worker {
             tasks: c
                 .tasks
                 .iter()
-                .map(|(id, t)| TaskState { id: *id, state: t.state, worker_id: worker_id.clone(), trace: t.trace.clone() })
+                .map(|(id, t)| TaskState {
+                    id: *id,
+                    state: t.state,
+                    worker_id: worker_id.clone(),
+                    trace: t.trace.clone(),
+                })
                 .collect(),
             kind: "sink".into(),
         })
@@ -656,10 +665,8 @@ impl Worker {
     }
 
     pub fn plugin_config(&self, plugin: &str) -> HerderResult<Vec<ConfigKeyInfo>> {
-        let plugin = self
-            .plugins
-            .get(plugin)
-            .ok_or_else(|| HerderError::NotFound(format!("Unknown plugin {plugin}")))?;
+        let plugin =
+            self.plugins.get(plugin).ok_or_else(|| HerderError::NotFound(format!("Unknown plugin {plugin}")))?;
         let mut keys = validate::host_key_infos();
         keys.extend(validate::plugin_key_infos(plugin));
         Ok(keys)
@@ -689,19 +696,21 @@ impl Worker {
     pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
         let config = self.classic_config(&name)?;
         let bootstrap = self.config.bootstrap_servers.clone();
-        tokio::task::spawn_blocking(move || crate::kafka::groups::committed(&bootstrap, &config.group_id, &config.topics))
-            .await
-            .map_err(|e| HerderError::Internal(e.to_string()))?
-            .map(|offsets| ConnectorOffsets {
-                offsets: offsets
-                    .into_iter()
-                    .map(|(topic, partition, offset)| PartitionOffset {
-                        partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
-                        offset: offset.map(|o| OffsetValue { kafka_offset: o }),
-                    })
-                    .collect(),
-            })
-            .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))
+        tokio::task::spawn_blocking(move || {
+            crate::kafka::groups::committed(&bootstrap, &config.group_id, &config.topics)
+        })
+        .await
+        .map_err(|e| HerderError::Internal(e.to_string()))?
+        .map(|offsets| ConnectorOffsets {
+            offsets: offsets
+                .into_iter()
+                .map(|(topic, partition, offset)| PartitionOffset {
+                    partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
+                    offset: offset.map(|o| OffsetValue { kafka_offset: o }),
+                })
+                .collect(),
+        })
+        .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))
     }
 
     pub async fn alter_offsets(&mut self, name: String, offsets: Option<ConnectorOffsets>) -> HerderResult<()> {
@@ -751,7 +760,9 @@ fn check_name(name: &str) -> HerderResult<()> {
         return Err(HerderError::BadRequest("Connector name cannot be empty".into()));
     }
     if name.contains('/') || name.chars().any(char::is_control) {
-        return Err(HerderError::BadRequest(format!("Connector name '{name}' may not contain '/' or control characters")));
+        return Err(HerderError::BadRequest(format!(
+            "Connector name '{name}' may not contain '/' or control characters"
+        )));
     }
     Ok(())
 }

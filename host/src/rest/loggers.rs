@@ -56,6 +56,21 @@ impl LogLevels {
         Self::with_apply(directives, Arc::new(move |filter| handle.reload(filter).map_err(|e| e.to_string())))
     }
 
+    /// Installs the process-wide subscriber (stderr, filtered by `RUST_LOG`
+    /// or else `default_directives`) behind a reload layer, and returns the
+    /// levels that `/admin/loggers` changes. For `main`; call once.
+    pub fn install(default_directives: &str) -> Self {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| default_directives.to_string());
+        let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init();
+        Self::new(handle, &directives)
+    }
+
     fn with_apply(directives: &str, apply: Arc<Apply>) -> Self {
         let mut levels = Levels {
             root: LoggerLevel { level: "ERROR".into(), last_modified: None },

@@ -12,8 +12,8 @@ pub use metrics::TaskMetrics;
 pub use run::{TaskExit, TaskLoop};
 
 use crate::kafka::classic::ClassicSource;
-use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::kafka::producer::Producer;
+use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::runtime::{Plugin, Runtime};
 use anyhow::{Context, Result, anyhow};
 use dead_letter::DeadLetterQueue;

@@ -1,0 +1,363 @@
+//! KIP-1302's integration test plan, through the whole host: the herder
+//! starts connectors whose tasks consume through a share group (our own
+//! KIP-932 consumer) and deliver to a wasm plugin.
+//!
+//! Runs against `SPILLWAY_TEST_BOOTSTRAP` or a librdkafka mock it starts.
+//! The `misbehave` plugin with `record.file` writes the key of every record
+//! it accepted, which is what these tests compare with what they produced.
+
+mod support;
+
+use spillway::herder::{ConfigMap, Herder, HerderError, State, WorkerConfig};
+use spillway::runtime::Runtime;
+use spillway::task::WorkerDefaults;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+use support::{Broker, produce, unique};
+
+fn plugin_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    assert!(dir.join("misbehave.wasm").exists(), "run scripts/build-plugins.sh first");
+    dir
+}
+
+async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let config = WorkerConfig {
+        worker_id: "127.0.0.1:0".into(),
+        bootstrap_servers: broker.bootstrap.clone(),
+        state_file: dir.join("state.json"),
+        plugin_dir: plugin_dir(),
+        defaults: WorkerDefaults::default(),
+    };
+    Herder::start(config, runtime).await.unwrap()
+}
+
+/// A misbehave connector recording accepted keys into `dir/keys-<task>.txt`.
+fn connector_config(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
+    let mut config: ConfigMap = [
+        ("connector.class", "misbehave"),
+        ("topics", topic),
+        ("mode", "accept"),
+        ("plugin.grant.fs.dirs", dir.to_str().unwrap()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    config.insert("name".into(), name.into());
+    config.insert("tasks.max".into(), tasks.to_string());
+    config.insert("record.file".into(), dir.join(format!("{name}-keys-{{task}}.txt")).to_str().unwrap().into());
+    config.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    config
+}
+
+/// Every key the connector's tasks accepted so far, with repeats.
+fn accepted_keys(dir: &Path, name: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_str().unwrap().to_string();
+        if file.starts_with(&format!("{name}-keys-")) {
+            keys.extend(std::fs::read_to_string(&path).unwrap().lines().map(String::from));
+        }
+    }
+    keys
+}
+
+/// Waits until every one of `expected` was accepted, or panics naming how
+/// many are missing after `limit`.
+async fn wait_for_keys(dir: &Path, name: &str, expected: &[String], limit: Duration) -> Vec<String> {
+    let want: BTreeSet<&String> = expected.iter().collect();
+    let deadline = Instant::now() + limit;
+    loop {
+        let got = accepted_keys(dir, name);
+        let seen: BTreeSet<&String> = got.iter().collect();
+        let missing = want.iter().filter(|k| !seen.contains(**k)).count();
+        if missing == 0 {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "{missing} of {} records never arrived at {name}", expected.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the connector has `tasks` tasks, all RUNNING, then a little
+/// longer: a new share group starts at the latest offset, so each member must
+/// have fetched once before the test produces.
+async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = herder.status(name.into()).await.unwrap();
+        if status.tasks.len() == tasks && status.tasks.iter().all(|t| t.state == State::Running) {
+            break;
+        }
+        if let Some(failed) = status.tasks.iter().find(|t| t.state == State::Failed) {
+            panic!("task {} failed: {:?}", failed.id, failed.trace);
+        }
+        assert!(Instant::now() < deadline, "tasks never all ran: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+async fn polled_per_task(herder: &Herder, name: &str) -> Vec<(u32, u64)> {
+    herder
+        .task_metrics()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.connector == name)
+        .map(|m| (m.task, m.metrics.polled.load(Relaxed)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn basic_share_sink_delivers_every_record() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("basic");
+    herder.create("basic".into(), connector_config("basic", &topic, dir.path(), 2, &[]), None).await.unwrap();
+    wait_running(&herder, "basic", 2).await;
+
+    let keys = produce(&broker.bootstrap, &topic, 1000).await;
+    let got = wait_for_keys(dir.path(), "basic", &keys, Duration::from_secs(60)).await;
+    // At least once: every key arrived; duplicates are allowed, nothing else is.
+    assert!(got.len() >= keys.len());
+    assert!(got.iter().all(|k| k.starts_with(&topic)), "unexpected keys");
+    let accepted: u64 = herder.task_metrics().await.unwrap().iter().map(|m| m.metrics.accepted.load(Relaxed)).sum();
+    assert!(accepted >= 1000, "accepted {accepted}");
+    herder.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scaling_from_two_to_six_tasks_loses_nothing_and_spreads_work() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("scale");
+    let config = connector_config("scale", &topic, dir.path(), 2, &[("batch.max.records", "20")]);
+    herder.create("scale".into(), config.clone(), None).await.unwrap();
+    wait_running(&herder, "scale", 2).await;
+
+    let mut keys = produce(&broker.bootstrap, &topic, 500).await;
+    let before = polled_per_task(&herder, "scale").await;
+
+    let mut scaled = config;
+    scaled.insert("tasks.max".into(), "6".into());
+    let (created, info) = herder.put_config("scale".into(), scaled).await.unwrap();
+    assert!(!created);
+    assert_eq!(info.tasks.len(), 6);
+    wait_running(&herder, "scale", 6).await;
+
+    // The first two tasks kept running: their counters were not reset.
+    let after = polled_per_task(&herder, "scale").await;
+    for (task, polled) in &before {
+        let now = after.iter().find(|(t, _)| t == task).map(|(_, p)| *p).unwrap();
+        assert!(now >= *polled, "task {task} restarted while scaling ({polled} -> {now})");
+    }
+
+    for _ in 0..5 {
+        keys.extend(produce(&broker.bootstrap, &topic, 300).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    wait_for_keys(dir.path(), "scale", &keys, Duration::from_secs(90)).await;
+    let busy = polled_per_task(&herder, "scale").await.iter().filter(|(_, p)| *p > 0).count();
+    assert!(busy > 2, "work never spread beyond the first two tasks: {:?}", polled_per_task(&herder, "scale").await);
+    herder.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
+    use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec};
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("killed");
+    // Task 1 never returns from put(): it holds its batch until it is killed.
+    let extra =
+        [("mode", "loop"), ("only.task", "1"), ("plugin.call.timeout.ms", "150000"), ("batch.max.records", "50")];
+    let raw = connector_config("killed", &topic, dir.path(), 2, &extra);
+    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for task_id in 0..2 {
+        let metrics = Arc::new(TaskMetrics::default());
+        let spec = TaskSpec {
+            task_id,
+            config: config.clone(),
+            plugin: plugin.clone(),
+            bootstrap_servers: broker.bootstrap.clone(),
+            metrics: metrics.clone(),
+        };
+        let task_loop = task::start(&runtime, spec).await.unwrap();
+        tasks.push((tokio::spawn(task_loop.run(stop.clone())), metrics));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let keys = produce(&broker.bootstrap, &topic, 400).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tasks[1].1.polled.load(Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "task 1 never took a batch");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Kill task 1 mid-batch: no acknowledgement, no release, no goodbye.
+    tasks[1].0.abort();
+    let held = tasks[1].1.polled.load(Relaxed);
+
+    // Once task 1's acquisition locks run out, the broker hands its records to
+    // task 0, the only task that accepts anything.
+    wait_for_keys(dir.path(), "killed", &keys, Duration::from_secs(140)).await;
+    assert!(held > 0);
+    let by_killed = dir.path().join("killed-keys-1.txt");
+    assert!(!by_killed.exists() || std::fs::read_to_string(by_killed).unwrap().is_empty());
+    stop.cancel();
+    assert_eq!(tasks.remove(0).0.await.unwrap(), task::TaskExit::Stopped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn share_and_classic_connectors_run_side_by_side() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("both");
+    herder.create("shared".into(), connector_config("shared", &topic, dir.path(), 2, &[]), None).await.unwrap();
+    let classic =
+        connector_config("classic", &topic, dir.path(), 2, &[("consumer.override.group.protocol", "classic")]);
+    herder.create("classic".into(), classic, None).await.unwrap();
+    wait_running(&herder, "shared", 2).await;
+    wait_running(&herder, "classic", 2).await;
+
+    let keys = produce(&broker.bootstrap, &topic, 500).await;
+    wait_for_keys(dir.path(), "shared", &keys, Duration::from_secs(60)).await;
+    wait_for_keys(dir.path(), "classic", &keys, Duration::from_secs(60)).await;
+
+    // Offsets exist for the classic connector only.
+    herder.stop("classic".into()).await.unwrap();
+    let offsets = herder.offsets("classic".into()).await.unwrap();
+    let committed: i64 = offsets.offsets.iter().filter_map(|o| o.offset.as_ref()).map(|o| o.kafka_offset).sum();
+    assert_eq!(committed, 500, "{offsets:?}");
+    let err = herder.offsets("shared".into()).await.unwrap_err();
+    assert!(matches!(&err, HerderError::BadRequest(m) if m.contains("share group")), "{err:?}");
+    herder.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rejected_records_go_to_the_dead_letter_queue_with_context_headers() {
+    use rdkafka::Message;
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::Headers;
+
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("dlq-src");
+    let dlq = unique("dlq");
+    let extra =
+        [("mode", "reject-odd"), ("errors.tolerance", "all"), ("errors.deadletterqueue.topic.name", dlq.as_str())];
+    herder.create("dlq".into(), connector_config("dlq", &topic, dir.path(), 1, &extra), None).await.unwrap();
+    wait_running(&herder, "dlq", 1).await;
+    let keys = produce(&broker.bootstrap, &topic, 200).await;
+
+    // Every record is either accepted (even offset) or dead-lettered (odd).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (accepted, dead) = loop {
+        let m = &herder.task_metrics().await.unwrap()[0].metrics;
+        let (a, d) = (m.accepted.load(Relaxed), m.dead_lettered.load(Relaxed));
+        if a + d >= 200 {
+            break (a, d);
+        }
+        assert!(Instant::now() < deadline, "only {a} accepted + {d} dead-lettered of 200");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(dead > 0 && accepted > 0, "accepted {accepted}, dead-lettered {dead}");
+    assert_eq!(accepted_keys(dir.path(), "dlq").len() as u64, accepted);
+
+    let consumer: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.bootstrap)
+        .set("group.id", unique("dlq-reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[&dlq]).unwrap();
+    let mut seen = BTreeSet::new();
+    while (seen.len() as u64) < dead {
+        let m = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await.expect("DLQ record").unwrap();
+        let headers = m.headers().expect("context headers");
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value.map(|v| String::from_utf8_lossy(v).to_string()))
+                .unwrap_or_else(|| panic!("missing header {name}"))
+        };
+        let offset: i64 = header("__connect.errors.offset").parse().unwrap();
+        assert_eq!(offset % 2, 1, "only odd offsets are rejected");
+        assert_eq!(header("__connect.errors.topic"), topic);
+        assert_eq!(header("__connect.errors.connector.name"), "dlq");
+        assert_eq!(header("__connect.errors.exception.message"), format!("odd offset {offset}"));
+        let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
+        assert!(keys.contains(&key));
+        seen.insert(key);
+    }
+    herder.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retriable_record_is_released_and_accepted_on_redelivery() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("retry");
+    let extra = [("mode", "retry-first"), ("errors.retry.delay.max.ms", "200")];
+    herder.create("retry".into(), connector_config("retry", &topic, dir.path(), 1, &extra), None).await.unwrap();
+    wait_running(&herder, "retry", 1).await;
+    let keys = produce(&broker.bootstrap, &topic, 100).await;
+    wait_for_keys(dir.path(), "retry", &keys, Duration::from_secs(60)).await;
+    let m = &herder.task_metrics().await.unwrap()[0].metrics;
+    // Each record was released once (first delivery), then accepted.
+    assert!(m.released.load(Relaxed) >= 100, "released {}", m.released.load(Relaxed));
+    assert_eq!(m.rejected.load(Relaxed), 0);
+    herder.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_share_group_may_not_take_a_consumer_groups_id() {
+    use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("clash");
+    produce(&broker.bootstrap, &topic, 5).await;
+    let group = unique("group");
+    // A classic consumer group that consumed and committed.
+    let consumer: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.bootstrap)
+        .set("group.id", &group)
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[&topic]).unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await.unwrap().unwrap();
+    consumer.commit_message(&message, CommitMode::Sync).unwrap();
+
+    let clash = connector_config("clash", &topic, dir.path(), 1, &[("consumer.override.group.id", group.as_str())]);
+    let err = herder.create("clash".into(), clash, None).await.unwrap_err();
+    assert!(matches!(&err, HerderError::BadRequest(m) if m.contains("already used by a consumer group")), "{err:?}");
+    // The same id is fine for a classic connector joining that group.
+    let classic = connector_config(
+        "classic",
+        &topic,
+        dir.path(),
+        1,
+        &[("consumer.override.group.id", group.as_str()), ("consumer.override.group.protocol", "classic")],
+    );
+    herder.create("classic".into(), classic, None).await.unwrap();
+    herder.shutdown().await.unwrap();
+}
