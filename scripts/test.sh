@@ -8,4 +8,7 @@ scripts/build-plugins.sh
 if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
   python3 -m pip install -q 'confluent-kafka==2.16.1'
 fi
+# The REST API's fuzz test runs schemathesis against the OpenAPI document.
+python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
+export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
 cargo test --release -p spillway -p spillway-sdk

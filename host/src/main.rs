@@ -27,6 +27,37 @@ enum Command {
     /// Runs one connector. Without --bootstrap-servers, starts an embedded
     /// broker, feeds it sample records and stops once all are acknowledged.
     Run(RunArgs),
+    /// Runs the worker: the REST API and every stored connector.
+    Serve(ServeArgs),
+    /// Manages connectors through a worker's REST API.
+    Connectors {
+        #[command(flatten)]
+        server: spillway::cli::ServerArgs,
+        #[command(subcommand)]
+        command: spillway::cli::ConnectorsCommand,
+    },
+    /// Lists a worker's installed plugins.
+    Plugins {
+        #[command(flatten)]
+        server: spillway::cli::ServerArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    #[arg(long, default_value_t = 8083)]
+    port: u16,
+    /// Kafka bootstrap servers; omit to use the embedded broker.
+    #[arg(long, env = "SPILLWAY_BOOTSTRAP_SERVERS")]
+    bootstrap_servers: Option<String>,
+    /// Directory of plugin components (*.wasm).
+    #[arg(long, default_value = "target/plugins")]
+    plugin_dir: PathBuf,
+    /// Where connector configs and target states are kept.
+    #[arg(long, default_value = ".spillway/connectors.json")]
+    state_file: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -50,18 +81,58 @@ struct RunArgs {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let loggers = spillway::rest::LogLevels::install("info,librdkafka=warn,rdkafka=warn");
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::Run(args) => runtime.block_on(run(&cli.cache_dir, args)),
+        Command::Serve(args) => runtime.block_on(serve(&cli.cache_dir, args, loggers)),
+        Command::Connectors { server, command } => {
+            print!("{}", runtime.block_on(spillway::cli::connectors(&server.url, command))?);
+            Ok(())
+        }
+        Command::Plugins { server } => {
+            print!("{}", runtime.block_on(spillway::cli::plugins(&server.url))?);
+            Ok(())
+        }
     }
+}
+
+async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
+    let mut defaults = WorkerDefaults::default();
+    // Keeps the embedded broker alive as long as the worker.
+    let mut _embedded = None;
+    let bootstrap = match args.bootstrap_servers {
+        Some(b) => b,
+        None => {
+            let broker = EmbeddedBroker::start(1)?;
+            let b = broker.bootstrap_servers();
+            eprintln!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
+            _embedded = Some(broker);
+            // The embedded broker has no share groups.
+            defaults.group_protocol = spillway::task::GroupProtocol::Classic;
+            b
+        }
+    };
+    let listener = tokio::net::TcpListener::bind((args.host, args.port))
+        .await
+        .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+    let addr = listener.local_addr()?;
+    let config = spillway::herder::WorkerConfig {
+        worker_id: addr.to_string(),
+        bootstrap_servers: bootstrap,
+        state_file: args.state_file,
+        plugin_dir: args.plugin_dir,
+        defaults,
+    };
+    let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;
+    eprintln!("REST API on http://{addr}");
+    spillway::rest::serve_on(listener, herder.clone(), loggers, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    herder.shutdown().await?;
+    Ok(())
 }
 
 async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {

@@ -713,7 +713,10 @@ async fn offsets_of_classic_and_share_connectors() {
     assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(json!({"kafka_offset": 5}))));
     let (s, b) = host.call(Method::DELETE, "/connectors/classic/offsets", None).await;
     assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been reset successfully"})));
-    assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(Value::Null)));
+    // Reset moves the group back to the beginning of each partition (what
+    // auto.offset.reset=earliest would do), rather than deleting the offsets:
+    // some brokers (librdkafka's mock) lack OffsetDelete.
+    assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(json!({"kafka_offset": 0}))));
 
     // A share-group connector (the worker default) has no offsets: a clear
     // 4xx, whatever its tasks are doing on a broker without share groups.

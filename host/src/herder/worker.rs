@@ -741,7 +741,10 @@ impl Worker {
         })
         .await
         .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map_err(|e| HerderError::Internal(format!("changing offsets: {e:#}")))
+        .map_err(|e| match e.downcast_ref::<crate::kafka::groups::NoSuchPartition>() {
+            Some(missing) => HerderError::BadRequest(format!("Cannot alter offsets: {missing}")),
+            None => HerderError::Internal(format!("changing offsets: {e:#}")),
+        })
     }
 
     pub async fn shutdown(&mut self) -> HerderResult<()> {

@@ -166,6 +166,14 @@ impl ClassicSource {
         self.committed.extend(positions);
         Ok(())
     }
+
+    /// Commits, then leaves the group at once, so that a stopped connector's
+    /// group is empty now rather than after the session timeout.
+    pub async fn close(mut self) -> Result<()> {
+        let committed = self.commit().await;
+        self.consumer.unsubscribe();
+        committed
+    }
 }
 
 fn convert<M: Message>(m: &M) -> ConsumedRecord {

@@ -53,19 +53,48 @@ pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<
 }
 
 /// Commits the given positions; a `None` offset resets that partition to its
-/// beginning (the connector's `auto.offset.reset`).
+/// beginning (the connector's `auto.offset.reset`). Every partition must exist.
 pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()> {
     let consumer = consumer(bootstrap, group)?;
+    let mut topics: Vec<String> = positions.iter().map(|(t, _, _)| t.clone()).collect();
+    topics.sort();
+    topics.dedup();
+    let existing = partitions(&consumer, &topics)?;
     let mut list = TopicPartitionList::new();
     for (topic, partition, offset) in positions {
+        if !existing.iter().any(|(t, p)| t == topic && p == partition) {
+            return Err(NoSuchPartition(format!("{topic}-{partition}")).into());
+        }
         let offset = match offset {
             Some(o) => *o,
             None => consumer.fetch_watermarks(topic, *partition, TIMEOUT)?.0,
         };
         list.add_partition_offset(topic, *partition, Offset::Offset(offset))?;
     }
-    consumer.commit(&list, CommitMode::Sync).context("committing offsets")
+    // Kafka takes commits from outside an empty group, but librdkafka's mock
+    // does not: commit as the group's only member, which both accept.
+    drop(consumer);
+    commit_as_member(&self::consumer(bootstrap, group)?, &topics, &list)
 }
+
+fn commit_as_member(consumer: &BaseConsumer, topics: &[String], list: &TopicPartitionList) -> Result<()> {
+    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics).context("joining the group")?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(50);
+    while consumer.assignment().map(|a| a.count()).unwrap_or(0) == 0 {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "joining the group to commit timed out");
+        // Polling drives the join; fetched messages are not committed.
+        let _ = consumer.poll(Duration::from_millis(100));
+    }
+    let result = consumer.commit(list, CommitMode::Sync).context("committing offsets");
+    consumer.unsubscribe();
+    result
+}
+
+/// An offset given for a partition that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("partition {0} does not exist")]
+pub struct NoSuchPartition(pub String);
 
 /// Moves every partition of `topics` back to its beginning.
 pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {

@@ -50,7 +50,7 @@ impl Source {
     pub async fn close(self) -> Result<()> {
         match self {
             Source::Share(s) => Ok(s.close().await?),
-            Source::Classic(mut s) => s.commit().await,
+            Source::Classic(s) => s.close().await,
         }
     }
 }

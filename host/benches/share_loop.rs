@@ -1,0 +1,186 @@
+//! Records/s through the whole task loop (share consumer, convert, wasm
+//! `put()` with the no-op plugin, acknowledge, commit) beside the raw share
+//! consumer alone (poll, accept, commit), on the same broker and the same
+//! records, in the same run.
+//!
+//!     cargo bench -p spillway --bench share_loop
+//!
+//! Uses `SPILLWAY_TEST_BOOTSTRAP` or starts the librdkafka mock
+//! (`tests/support/kafka-mock.py`, needs confluent-kafka).
+
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use spillway::kafka::AckType;
+use spillway::kafka::share::{ShareConsumer, ShareConsumerConfig};
+use spillway::runtime::Runtime;
+use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const RECORDS: usize = 20_000;
+/// Each side runs this many times, alternating; the median is reported.
+const ROUNDS: usize = 3;
+const VALUE_BYTES: usize = 1024;
+
+#[tokio::main]
+async fn main() {
+    let (bootstrap, _mock) = broker();
+    let topic = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    let raw_groups: Vec<String> =
+        (0..ROUNDS).map(|i| format!("bench-raw-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
+    let connectors: Vec<String> = (0..ROUNDS).map(|i| format!("bench-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
+
+    // A share group starts at the latest offset: register every group on the
+    // topic before producing, so that all of them then read the same records.
+    eprintln!("registering {} groups", 2 * ROUNDS);
+    let loop_groups = connectors.iter().map(|c| format!("connect-{c}"));
+    for group in raw_groups.iter().cloned().chain(loop_groups) {
+        let mut consumer =
+            ShareConsumer::connect(ShareConsumerConfig::new(&bootstrap, &group, &[&topic])).await.unwrap();
+        consumer.poll(Duration::from_millis(500)).await.unwrap();
+        consumer.close().await.unwrap();
+    }
+    eprintln!("producing");
+    produce(&bootstrap, &topic).await;
+    println!("{RECORDS} records x {VALUE_BYTES} B on {bootstrap}, {ROUNDS} rounds per side, alternating");
+
+    let (mut raw, mut through_loop, mut memory) = (Vec::new(), Vec::new(), String::new());
+    for round in 0..ROUNDS {
+        raw.push(bounded("raw consumer", raw_consumer(&bootstrap, &raw_groups[round], &topic)).await);
+        let (elapsed, mem) = bounded("task loop", task_loop(&bootstrap, &connectors[round], &topic)).await;
+        through_loop.push(elapsed);
+        memory = mem;
+        eprintln!("round {round}: raw {:?}, loop {:?}", raw[round], elapsed);
+    }
+    let (raw, through_loop) = (median(raw), median(through_loop));
+    let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
+    println!("raw share consumer (poll, accept, commit)   {:>9.0} records/s", rate(raw));
+    println!("task loop with the no-op wasm plugin        {:>9.0} records/s", rate(through_loop));
+    println!("ratio loop/raw: {:.2}", raw.as_secs_f64() / through_loop.as_secs_f64());
+    println!("host memory: {memory}");
+}
+
+fn median(mut runs: Vec<Duration>) -> Duration {
+    runs.sort();
+    runs[runs.len() / 2]
+}
+
+/// A stalled broker ends the benchmark with a message instead of a hang.
+async fn bounded<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(120), work).await {
+        Ok(v) => v,
+        Err(_) => {
+            eprintln!("{what} stalled: not all {RECORDS} records arrived in 120 s");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn raw_consumer(bootstrap: &str, group: &str, topic: &str) -> Duration {
+    let mut consumer = ShareConsumer::connect(ShareConsumerConfig::new(bootstrap, group, &[topic])).await.unwrap();
+    let started = Instant::now();
+    let mut seen = 0;
+    while seen < RECORDS {
+        let records = consumer.poll(Duration::from_millis(500)).await.unwrap();
+        for r in &records {
+            consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).unwrap();
+        }
+        seen += records.len();
+        consumer.commit_sync().await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    consumer.close().await.unwrap();
+    elapsed
+}
+
+async fn task_loop(bootstrap: &str, connector: &str, topic: &str) -> (Duration, String) {
+    let raw = [("name", connector), ("connector.class", "noop-sink"), ("topics", topic)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
+    let plugin = runtime.load_file(&plugin_dir().join("noop-sink.wasm")).expect("run scripts/build-plugins.sh first");
+    let metrics = Arc::new(TaskMetrics::default());
+    let spec =
+        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: bootstrap.to_string(), metrics: metrics.clone() };
+    let task_loop = task::start(&runtime, spec).await.unwrap();
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn(task_loop.run(stop.clone()));
+    while (metrics.accepted.load(Relaxed) as usize) < RECORDS {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let elapsed = started.elapsed();
+    stop.cancel();
+    running.await.unwrap();
+    (elapsed, memory())
+}
+
+async fn produce(bootstrap: &str, topic: &str) {
+    let producer: FutureProducer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "20").create().unwrap();
+    let value = vec![b'x'; VALUE_BYTES];
+    let mut pending = Vec::new();
+    for i in 0..RECORDS {
+        let key = format!("key-{i}");
+        pending.push(producer.send_result(FutureRecord::to(topic).key(&key).payload(&value)).unwrap());
+        if pending.len() == 10_000 {
+            for p in pending.drain(..) {
+                p.await.unwrap().unwrap();
+            }
+        }
+    }
+    for p in pending {
+        p.await.unwrap().unwrap();
+    }
+}
+
+fn plugin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins")
+}
+
+/// Resident and peak memory of this process (host, plugin, both consumers).
+fn memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find(|l| l.starts_with(name)).map(|l| l[name.len()..].trim().to_string()).unwrap_or_default()
+    };
+    format!("resident {} (peak {})", field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The broker in `SPILLWAY_TEST_BOOTSTRAP`, or a mock started for this run.
+fn broker() -> (String, Option<MockGuard>) {
+    if let Ok(bootstrap) = std::env::var("SPILLWAY_TEST_BOOTSTRAP") {
+        return (bootstrap, None);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bootstrap");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/support/kafka-mock.py");
+    let child = Command::new("python3").arg(script).arg("1").arg(&file).stdout(Stdio::null()).spawn().unwrap();
+    // Kills the mock on every way out, a failed start included.
+    let guard = MockGuard(child, dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&file)
+            && !s.trim().is_empty()
+        {
+            return (s.trim().to_string(), Some(guard));
+        }
+        assert!(Instant::now() < deadline, "the mock broker did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct MockGuard(Child, #[allow(dead_code)] tempfile::TempDir);
+
+impl Drop for MockGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
