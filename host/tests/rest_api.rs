@@ -20,7 +20,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
 
 /// Upper bound on polling loops: generous, since the machine may be busy.
-const ATTEMPTS: usize = 600;
+const ATTEMPTS: usize = 1200;
 const POLL: Duration = Duration::from_millis(100);
 
 fn repo() -> PathBuf {

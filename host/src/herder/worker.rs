@@ -741,9 +741,16 @@ impl Worker {
         })
         .await
         .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map_err(|e| match e.downcast_ref::<crate::kafka::groups::NoSuchPartition>() {
-            Some(missing) => HerderError::BadRequest(format!("Cannot alter offsets: {missing}")),
-            None => HerderError::Internal(format!("changing offsets: {e:#}")),
+        .map_err(|e| {
+            use crate::kafka::groups::{GroupBusy, NoSuchPartition};
+            if let Some(missing) = e.downcast_ref::<NoSuchPartition>() {
+                HerderError::BadRequest(format!("Cannot alter offsets: {missing}"))
+            } else if e.downcast_ref::<GroupBusy>().is_some() {
+                // As Connect answers while a rebalance is underway.
+                HerderError::Conflict(format!("Cannot alter offsets now: {e}"))
+            } else {
+                HerderError::Internal(format!("changing offsets: {e:#}"))
+            }
         })
     }
 

@@ -82,7 +82,9 @@ fn commit_as_member(consumer: &BaseConsumer, topics: &[String], list: &TopicPart
     consumer.subscribe(&topics).context("joining the group")?;
     let deadline = std::time::Instant::now() + Duration::from_secs(50);
     while consumer.assignment().map(|a| a.count()).unwrap_or(0) == 0 {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "joining the group to commit timed out");
+        if std::time::Instant::now() >= deadline {
+            return Err(GroupBusy.into());
+        }
         // Polling drives the join; fetched messages are not committed.
         let _ = consumer.poll(Duration::from_millis(100));
     }
@@ -90,6 +92,12 @@ fn commit_as_member(consumer: &BaseConsumer, topics: &[String], list: &TopicPart
     consumer.unsubscribe();
     result
 }
+
+/// The group did not let us in: earlier members (the connector's stopped
+/// tasks) have not left it yet.
+#[derive(Debug, thiserror::Error)]
+#[error("the group is still rebalancing away the connector's stopped tasks; try again shortly")]
+pub struct GroupBusy;
 
 /// An offset given for a partition that does not exist.
 #[derive(Debug, thiserror::Error)]

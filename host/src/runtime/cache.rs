@@ -84,7 +84,8 @@ impl ComponentCache {
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "compiled plugin");
         let bytes = component.serialize().map_err(anyhow::Error::from).context("serializing compiled plugin")?;
         // Write then rename: a crash never leaves a half-written artifact.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // A name of its own: tasks of one process may compile the same plugin at once.
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::write(&tmp, bytes)
             .and_then(|()| std::fs::rename(&tmp, path))
             .with_context(|| format!("writing {}", path.display()))?;
