@@ -25,7 +25,7 @@ pub mod bindings {
         path: "../wit",
         world: "sink",
     });
-    pub use spillway::connector::types::*;
+    pub use self::spillway::connector::types::*;
 }
 
 use bindings::PluginMetadata;
