@@ -4,6 +4,7 @@
 //!
 //! [`Herder`] is the cheap, cloneable handle the REST API and the CLI use.
 
+mod offsets;
 mod plugins;
 mod store;
 pub mod types;
@@ -16,6 +17,7 @@ pub use types::*;
 use crate::runtime::Runtime;
 use crate::task::{TaskMetrics, WorkerDefaults};
 use futures::future::BoxFuture;
+use offsets::OffsetsChange;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -67,6 +69,7 @@ type Job = Box<dyn for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, ()> + Send>;
 pub struct Herder {
     jobs: mpsc::Sender<Job>,
     worker_id: Arc<str>,
+    cluster_id: Option<Arc<str>>,
 }
 
 /// Task metrics with the task they belong to, for `GET /metrics`.
@@ -82,13 +85,20 @@ impl Herder {
     pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
         let (jobs, receiver) = mpsc::channel::<Job>(64);
         let worker_id: Arc<str> = config.worker_id.clone().into();
+        let cluster_id = fetch_cluster_id(&config.bootstrap_servers).await.map(Arc::from);
         let worker = Worker::start(config, runtime).await?;
         tokio::spawn(worker.run(receiver));
-        Ok(Herder { jobs, worker_id })
+        Ok(Herder { jobs, worker_id, cluster_id })
     }
 
     pub fn worker_id(&self) -> &str {
         &self.worker_id
+    }
+
+    /// The Kafka cluster's id, as read at start-up (`None` if the broker did
+    /// not answer then).
+    pub fn kafka_cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// Runs `job` on the main loop and waits for its answer.
@@ -192,13 +202,18 @@ impl Herder {
 
     /// Committed offsets of a classic-group connector.
     pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
-        self.ask(move |w| Box::pin(w.offsets(name))).await
+        let target = self.ask(move |w| Box::pin(async move { w.offsets_target(&name) })).await?;
+        target.read().await
     }
 
     /// Alters (`Some`) or resets (`None`) a stopped classic-group connector's
     /// offsets.
     pub async fn alter_offsets(&self, name: String, offsets: Option<ConnectorOffsets>) -> HerderResult<()> {
-        self.ask(move |w| Box::pin(w.alter_offsets(name, offsets))).await
+        let change = offsets.map_or(OffsetsChange::Reset, OffsetsChange::alter);
+        let (target, change) = self
+            .ask(move |w| Box::pin(async move { w.offsets_target_to_change(&name, &change).map(|t| (t, change)) }))
+            .await?;
+        target.change(change).await
     }
 
     pub async fn plugins(&self) -> HerderResult<Vec<PluginInfo>> {
@@ -222,4 +237,22 @@ impl Herder {
     pub async fn shutdown(&self) -> HerderResult<()> {
         self.ask(|w| Box::pin(async move { w.shutdown().await })).await
     }
+}
+
+/// Asked once, before any task runs: on librdkafka's mock, closing a
+/// connection later would cost running share consumers their sessions.
+async fn fetch_cluster_id(bootstrap: &str) -> Option<String> {
+    let bootstrap = bootstrap.to_string();
+    let fetched = tokio::task::spawn_blocking(move || {
+        let client: rdkafka::consumer::BaseConsumer =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", &bootstrap).create().ok()?;
+        rdkafka::consumer::Consumer::client(&client).fetch_cluster_id(std::time::Duration::from_secs(10))
+    })
+    .await
+    .ok()
+    .flatten();
+    if fetched.is_none() {
+        tracing::warn!("the Kafka cluster did not tell its id within 10 s; GET / shows none");
+    }
+    fetched
 }

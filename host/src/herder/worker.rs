@@ -1,6 +1,7 @@
 //! The herder's main loop and everything it owns. Only this loop changes
 //! connectors and tasks; the [`super::Herder`] handle sends it jobs.
 
+use super::offsets::{OffsetsChange, OffsetsTarget};
 use super::plugins::PluginRegistry;
 use super::store::{RestartRequest, StateStore, StoredConnector, StoredState};
 use super::types::*;
@@ -693,65 +694,35 @@ impl Worker {
         Ok(Arc::new(config))
     }
 
-    pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
-        let config = self.classic_config(&name)?;
-        let bootstrap = self.config.bootstrap_servers.clone();
-        tokio::task::spawn_blocking(move || {
-            crate::kafka::groups::committed(&bootstrap, &config.group_id, &config.topics)
+    /// Where a classic-group connector's offsets live. Reading or changing
+    /// them happens off the main loop (see [`super::offsets`]).
+    pub fn offsets_target(&self, name: &str) -> HerderResult<OffsetsTarget> {
+        let config = self.classic_config(name)?;
+        Ok(OffsetsTarget {
+            bootstrap: self.config.bootstrap_servers.clone(),
+            group: config.group_id.clone(),
+            topics: config.topics.clone(),
         })
-        .await
-        .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map(|offsets| ConnectorOffsets {
-            offsets: offsets
-                .into_iter()
-                .map(|(topic, partition, offset)| PartitionOffset {
-                    partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
-                    offset: offset.map(|o| OffsetValue { kafka_offset: o }),
-                })
-                .collect(),
-        })
-        .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))
     }
 
-    pub async fn alter_offsets(&mut self, name: String, offsets: Option<ConnectorOffsets>) -> HerderResult<()> {
-        let config = self.classic_config(&name)?;
-        if self.connectors[&name].target != TargetState::Stopped {
+    /// Checks that the connector's offsets may change now: it must be stopped,
+    /// and every topic given must be one of its own.
+    pub fn offsets_target_to_change(&self, name: &str, change: &OffsetsChange) -> HerderResult<OffsetsTarget> {
+        let target = self.offsets_target(name)?;
+        if self.connectors[name].target != TargetState::Stopped {
             return Err(HerderError::BadRequest(
                 "Connectors must be in the STOPPED state before their offsets can be modified. \
                  This can be done for the specified connector by issuing a 'PUT' request to the \
                  '/connectors/{name}/stop' endpoint"
-                    .replace("{name}", &name),
+                    .replace("{name}", name),
             ));
         }
-        let positions = offsets.map(|o| {
-            o.offsets
-                .into_iter()
-                .map(|p| (p.partition.kafka_topic, p.partition.kafka_partition, p.offset.map(|v| v.kafka_offset)))
-                .collect::<Vec<_>>()
-        });
-        if let Some(positions) = &positions
-            && let Some((topic, _, _)) = positions.iter().find(|(t, _, _)| !config.topics.contains(t))
+        if let OffsetsChange::Alter(positions) = change
+            && let Some((topic, _, _)) = positions.iter().find(|(t, _, _)| !target.topics.contains(t))
         {
             return Err(HerderError::BadRequest(format!("Topic {topic} is not one of the connector's topics")));
         }
-        let bootstrap = self.config.bootstrap_servers.clone();
-        tokio::task::spawn_blocking(move || match positions {
-            Some(positions) => crate::kafka::groups::alter(&bootstrap, &config.group_id, &positions),
-            None => crate::kafka::groups::reset(&bootstrap, &config.group_id, &config.topics),
-        })
-        .await
-        .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map_err(|e| {
-            use crate::kafka::groups::{GroupBusy, NoSuchPartition};
-            if let Some(missing) = e.downcast_ref::<NoSuchPartition>() {
-                HerderError::BadRequest(format!("Cannot alter offsets: {missing}"))
-            } else if e.downcast_ref::<GroupBusy>().is_some() {
-                // As Connect answers while a rebalance is underway.
-                HerderError::Conflict(format!("Cannot alter offsets now: {e}"))
-            } else {
-                HerderError::Internal(format!("changing offsets: {e:#}"))
-            }
-        })
+        Ok(target)
     }
 
     pub async fn shutdown(&mut self) -> HerderResult<()> {

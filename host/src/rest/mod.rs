@@ -72,12 +72,12 @@ pub async fn serve_on(
     Ok(())
 }
 
-/// `GET /`. The cluster id is not known to the herder yet: null until it is.
-async fn server_info() -> impl IntoResponse {
+/// `GET /`.
+async fn server_info(State(s): State<AppState>) -> impl IntoResponse {
     axum::Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": option_env!("SPILLWAY_GIT_COMMIT").unwrap_or("unknown"),
-        "kafka_cluster_id": null,
+        "kafka_cluster_id": s.herder.kafka_cluster_id(),
     }))
 }
 
