@@ -46,6 +46,18 @@ impl IntoResponse for ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// A handler that panicked: Connect's 500 instead of a dropped connection.
+/// The worker keeps serving; the panic itself is logged.
+pub fn handler_panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    tracing::error!("REST handler panicked: {what}");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("Internal error: {what}")).into_response()
+}
+
 /// Fallback for paths no route matches; Jersey's wording.
 pub async fn route_not_found() -> ApiError {
     ApiError::not_found("HTTP 404 Not Found")
@@ -118,5 +130,29 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
         Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
             .map(|q| QueryParams(q.0))
             .map_err(|e| ApiError::bad_request(e.body_text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(response: Response) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_connects_500_with_the_panic_message() {
+        let response = handler_panicked(Box::new(String::from("index out of bounds")));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_of(response).await;
+        assert_eq!(body["error_code"], 500);
+        assert_eq!(body["message"], "Internal error: index out of bounds");
+
+        let body = body_of(handler_panicked(Box::new("static message"))).await;
+        assert_eq!(body["message"], "Internal error: static message");
+        let body = body_of(handler_panicked(Box::new(42_u8))).await;
+        assert_eq!(body["message"], "Internal error: a panic without a message");
     }
 }

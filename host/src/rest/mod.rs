@@ -47,6 +47,7 @@ pub fn router(herder: Herder, loggers: LogLevels) -> Router {
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(AppState { herder, loggers })
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(error::handler_panicked))
 }
 
 /// Serves the API on `addr` until Ctrl-C. Stopping the herder is left to the
