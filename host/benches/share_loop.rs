@@ -8,6 +8,9 @@
 //! Uses `SPILLWAY_TEST_BOOTSTRAP` or starts the librdkafka mock
 //! (`tests/support/kafka-mock.py`, needs confluent-kafka).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use spillway::kafka::AckType;
@@ -15,7 +18,6 @@ use spillway::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use spillway::runtime::Runtime;
 use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -28,7 +30,8 @@ const VALUE_BYTES: usize = 1024;
 
 #[tokio::main]
 async fn main() {
-    let (bootstrap, _mock) = broker();
+    let broker = support::Broker::start_or_env();
+    let bootstrap = broker.bootstrap.clone();
     let topic = format!("bench-{}", uuid::Uuid::new_v4().simple());
     let raw_groups: Vec<String> =
         (0..ROUNDS).map(|i| format!("bench-raw-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
@@ -151,36 +154,4 @@ fn memory() -> String {
         status.lines().find(|l| l.starts_with(name)).map(|l| l[name.len()..].trim().to_string()).unwrap_or_default()
     };
     format!("resident {} (peak {})", field("VmRSS:"), field("VmHWM:"))
-}
-
-/// The broker in `SPILLWAY_TEST_BOOTSTRAP`, or a mock started for this run.
-fn broker() -> (String, Option<MockGuard>) {
-    if let Ok(bootstrap) = std::env::var("SPILLWAY_TEST_BOOTSTRAP") {
-        return (bootstrap, None);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("bootstrap");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/support/kafka-mock.py");
-    let child = Command::new("python3").arg(script).arg("1").arg(&file).stdout(Stdio::null()).spawn().unwrap();
-    // Kills the mock on every way out, a failed start included.
-    let guard = MockGuard(child, dir);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&file)
-            && !s.trim().is_empty()
-        {
-            return (s.trim().to_string(), Some(guard));
-        }
-        assert!(Instant::now() < deadline, "the mock broker did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-struct MockGuard(Child, #[allow(dead_code)] tempfile::TempDir);
-
-impl Drop for MockGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -224,7 +224,8 @@ impl TaskLoop {
     fn acknowledge(&mut self, id: u64, ack: AckType) {
         let Some(record) = self.in_flight.remove(&id) else { return };
         self.held.remove(&id);
-        if ack != AckType::Release {
+        // Checked first: the key costs an allocation, and this runs per record.
+        if ack != AckType::Release && !self.first_retry.is_empty() {
             self.first_retry.remove(&(record.topic.clone(), record.partition, record.offset));
         }
         if let Err(e) = self.source.acknowledge(&record, ack) {
