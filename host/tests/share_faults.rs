@@ -1,0 +1,179 @@
+//! How the share consumer recovers when a broker moves things under it: a
+//! partition leader that is not the leader any more, a coordinator that
+//! moved, a member fenced by its group, and connections that drop. A real
+//! broker (SPILLWAY_TEST_BOOTSTRAP, or the librdkafka mock) serves the
+//! records; a fault proxy in front of it injects the error once.
+
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+mod support;
+
+use fault_proxy::{Event, Fault, FaultProxy};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::ApiKey;
+use spillway::kafka::AckType;
+use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::{Broker, produce, unique};
+
+/// Upper bound for waits; tests assert on what happened, never how fast.
+const PATIENCE: Duration = Duration::from_secs(90);
+const POLL: Duration = Duration::from_millis(500);
+
+struct Setup {
+    broker: Broker,
+    proxy: FaultProxy,
+    topic: String,
+    consumer: ShareConsumer,
+}
+
+/// A consumer that talks to the broker only through a fault proxy, with
+/// `before_join` armed before its first request.
+async fn setup(name: &str, before_join: Option<Fault>) -> Setup {
+    let broker = Broker::start_or_env();
+    let proxy = FaultProxy::start(&broker.bootstrap);
+    if let Some(fault) = before_join {
+        proxy.arm(fault);
+    }
+    let topic = unique(name);
+    let mut config = ShareConsumerConfig::new(&proxy.bootstrap, &unique("group"), &[topic.as_str()]);
+    config.client_id = "spillway-fault-test".into();
+    let mut consumer = ShareConsumer::connect(config).await.expect("connect through the proxy");
+    // A new share group starts at the log end: be in it before producing.
+    let early = consumer.poll(Duration::from_secs(1)).await.expect("poll");
+    assert!(early.is_empty(), "nothing was produced yet");
+    Setup { broker, proxy, topic, consumer }
+}
+
+/// Polls, accepts and commits until every key in `wanted` arrived (or
+/// patience ran out); returns the keys seen and the failed commits.
+async fn consume(consumer: &mut ShareConsumer, wanted: &BTreeSet<String>) -> (BTreeSet<String>, Vec<CommitResult>) {
+    let deadline = Instant::now() + PATIENCE;
+    let (mut seen, mut failed) = (BTreeSet::new(), Vec::new());
+    while !wanted.is_subset(&seen) && Instant::now() < deadline {
+        let batch = consumer.poll(POLL).await.expect("poll survives the fault");
+        for r in &batch {
+            // Refused only for a record no longer ours: the broker redelivers it.
+            if consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).is_ok() {
+                seen.insert(String::from_utf8(r.key.as_deref().unwrap().to_vec()).unwrap());
+            }
+        }
+        let result = consumer.commit_sync().await.expect("commit_sync");
+        if !result.is_ok() {
+            failed.push(result);
+        }
+    }
+    (seen, failed)
+}
+
+/// Keeps the consumer polling (its acks and heartbeats flowing) until `done`.
+async fn poll_until(consumer: &mut ShareConsumer, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        let batch = consumer.poll(POLL).await.expect("poll");
+        assert!(batch.is_empty(), "nothing was produced since the last batch");
+    }
+}
+
+async fn produce_keys(broker: &Broker, topic: &str, n: usize) -> BTreeSet<String> {
+    produce(&broker.bootstrap, topic, n).await.into_iter().collect()
+}
+
+fn missing(wanted: &BTreeSet<String>, seen: &BTreeSet<String>) -> usize {
+    wanted.difference(seen).count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_whose_leader_moved_is_fetched_again_after_new_metadata() {
+    let Setup { broker, proxy, topic, mut consumer } =
+        setup("share-not-leader", Some(Fault::ShareFetchNotLeader)).await;
+    let injected = Event::Injected(Fault::ShareFetchNotLeader);
+    assert!(proxy.events().contains(&injected), "the first fetch was answered NOT_LEADER_OR_FOLLOWER");
+    let after = proxy.events_after(|e| *e == injected);
+    let next = after.iter().find(|e| matches!(e, Event::Forwarded(ApiKey::Metadata | ApiKey::ShareFetch, _)));
+    assert_eq!(
+        next,
+        Some(&Event::Forwarded(ApiKey::Metadata, None)),
+        "NOT_LEADER_OR_FOLLOWER makes the consumer ask for metadata before it fetches again; then: {after:?}"
+    );
+
+    let produced = produce_keys(&broker, &topic, 300).await;
+    let (seen, _) = consume(&mut consumer, &produced).await;
+    assert_eq!(missing(&produced, &seen), 0, "every record arrives after the leader change");
+    consumer.close().await.expect("close");
+}
+
+/// Arms a heartbeat error once the consumer is running, checks what it does
+/// next with `recovered`, and that records still flow afterwards.
+async fn heartbeat_fault_is_survived(name: &str, error: ResponseError, recovered: impl Fn(&[Event]) -> bool) {
+    let Setup { broker, proxy, topic, mut consumer } = setup(name, None).await;
+    let before = produce_keys(&broker, &topic, 100).await;
+    let (seen, failed) = consume(&mut consumer, &before).await;
+    assert_eq!((missing(&before, &seen), failed.len()), (0, 0), "records flow before the fault");
+
+    let fault = Fault::Heartbeat(error);
+    proxy.arm(fault);
+    let injected = Event::Injected(fault);
+    poll_until(&mut consumer, "the heartbeat fault and the recovery from it", || {
+        recovered(&proxy.events_after(|e| *e == injected))
+    })
+    .await;
+
+    let after = produce_keys(&broker, &topic, 100).await;
+    let (seen, _) = consume(&mut consumer, &after).await;
+    assert_eq!(missing(&after, &seen), 0, "every record produced after the fault arrives");
+    consumer.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_moved_coordinator_is_found_again() {
+    heartbeat_fault_is_survived("share-not-coordinator", ResponseError::NotCoordinator, |after| {
+        // FindCoordinator, then heartbeats to the coordinator it names.
+        let found = after.iter().position(|e| *e == Event::Forwarded(ApiKey::FindCoordinator, None));
+        found.is_some_and(|i| after[i..].iter().any(|e| matches!(e, Event::Forwarded(ApiKey::ShareGroupHeartbeat, _))))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_member_rejoins_with_epoch_zero() {
+    heartbeat_fault_is_survived("share-fenced", ResponseError::FencedMemberEpoch, |after| {
+        after.contains(&Event::Forwarded(ApiKey::ShareGroupHeartbeat, Some(0)))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn acknowledgements_lost_with_a_dropped_connection_are_reported_not_assumed() {
+    let Setup { broker, proxy, topic, mut consumer } = setup("share-dropped", None).await;
+    produce_keys(&broker, &topic, 50).await;
+    let deadline = Instant::now() + PATIENCE;
+    let batch = loop {
+        let batch = consumer.poll(POLL).await.expect("poll");
+        if !batch.is_empty() || Instant::now() >= deadline {
+            break batch;
+        }
+    };
+    assert!(!batch.is_empty(), "records arrived");
+
+    // The session the records were acquired in dies with its connection.
+    proxy.drop_connections();
+    for r in &batch {
+        // Ours as far as the consumer knows until it next hears from the broker.
+        let _ = consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept);
+    }
+    let result = consumer.commit_sync().await.expect("commit_sync");
+    assert!(!result.is_ok(), "acks sent into a dropped connection are reported as failed: {:?}", result);
+    let topics: BTreeSet<String> = result.failures().iter().map(|(tp, _)| tp.topic.clone()).collect();
+    assert_eq!(topics, BTreeSet::from([topic.clone()]), "{:?}", result.failures());
+
+    // The consumer reconnects and goes on with what comes next.
+    let after = produce_keys(&broker, &topic, 100).await;
+    let (seen, _) = consume(&mut consumer, &after).await;
+    assert_eq!(missing(&after, &seen), 0, "every record produced after the drop arrives");
+    let reconnected = proxy.events_after(|e| *e == Event::DroppedConnections);
+    assert!(reconnected.contains(&Event::Connected), "{reconnected:?}");
+    consumer.close().await.ok();
+}

@@ -1,0 +1,284 @@
+//! A fault-injecting Kafka-protocol proxy, for tests of how the share consumer
+//! recovers. It stands between the client and a real broker and forwards every
+//! frame. Broker addresses in replies (Metadata, FindCoordinator, share
+//! node endpoints) are rewritten to more proxy ports, so the client keeps
+//! talking through it. Armed with a [`Fault`], it answers the next matching
+//! request itself, the way a broker whose leadership or coordinator moved
+//! would, without the broker ever seeing that request. It can also drop every
+//! open connection at once.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::share_fetch_response::{PartitionData, ShareFetchableTopicResponse};
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorResponse, MetadataResponse, RequestHeader, ResponseHeader, ShareAcknowledgeResponse,
+    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::broadcast;
+
+/// What the proxy does to the next request it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer the next ShareFetch that names partitions and carries no
+    /// acknowledgements with NOT_LEADER_OR_FOLLOWER on each partition.
+    ShareFetchNotLeader,
+    /// Answer the next ShareGroupHeartbeat with this error.
+    Heartbeat(ResponseError),
+}
+
+/// What passed through, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Connected,
+    /// A request forwarded to the broker; heartbeats carry their member epoch.
+    Forwarded(ApiKey, Option<i32>),
+    Injected(Fault),
+    DroppedConnections,
+}
+
+#[derive(Clone)]
+pub struct FaultProxy {
+    inner: Arc<Inner>,
+    /// The proxy's address for the broker the client bootstraps from.
+    pub bootstrap: String,
+}
+
+struct Inner {
+    /// Broker "host:port" to the proxy port that stands for it.
+    routes: Mutex<HashMap<String, u16>>,
+    armed: Mutex<VecDeque<Fault>>,
+    events: Mutex<Vec<Event>>,
+    drop_all: broadcast::Sender<()>,
+}
+
+impl FaultProxy {
+    /// A proxy in front of `bootstrap` (the first address, if several).
+    pub fn start(bootstrap: &str) -> FaultProxy {
+        let inner = Arc::new(Inner {
+            routes: Mutex::default(),
+            armed: Mutex::default(),
+            events: Mutex::default(),
+            drop_all: broadcast::channel(4).0,
+        });
+        let upstream = bootstrap.split(',').next().unwrap().trim().to_string();
+        let port = route(&inner, &upstream);
+        FaultProxy { inner, bootstrap: format!("127.0.0.1:{port}") }
+    }
+
+    pub fn arm(&self, fault: Fault) {
+        self.inner.armed.lock().unwrap().push_back(fault);
+    }
+
+    /// Closes every open connection, both to the client and to the broker.
+    pub fn drop_connections(&self) {
+        self.inner.events.lock().unwrap().push(Event::DroppedConnections);
+        let _ = self.inner.drop_all.send(());
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.inner.events.lock().unwrap().clone()
+    }
+
+    /// The events after the first one `is_mark` picks (empty if none).
+    pub fn events_after(&self, is_mark: impl Fn(&Event) -> bool) -> Vec<Event> {
+        let events = self.events();
+        match events.iter().position(is_mark) {
+            Some(i) => events[i + 1..].to_vec(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The proxy port standing for broker `upstream`, listening from now on.
+fn route(inner: &Arc<Inner>, upstream: &str) -> u16 {
+    let mut routes = inner.routes.lock().unwrap();
+    if let Some(port) = routes.get(upstream) {
+        return *port;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("proxy listener");
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    routes.insert(upstream.to_string(), port);
+    let listener = TcpListener::from_std(listener).unwrap();
+    let (inner, upstream) = (inner.clone(), upstream.to_string());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            inner.events.lock().unwrap().push(Event::Connected);
+            tokio::spawn(serve(client, upstream.clone(), inner.clone()));
+        }
+    });
+    port
+}
+
+/// One client connection, relayed to its broker until either side closes or
+/// the test drops every connection.
+async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
+    let mut dropped = inner.drop_all.subscribe();
+    let Ok(broker) = TcpStream::connect(&upstream).await else { return };
+    client.set_nodelay(true).ok();
+    broker.set_nodelay(true).ok();
+    let (mut client_read, client_write) = client.into_split();
+    let (mut broker_read, mut broker_write) = broker.into_split();
+    let client_write = Arc::new(tokio::sync::Mutex::new(client_write));
+    // Correlation id to (api, version) of requests awaiting the broker's reply.
+    let waiting: Arc<Mutex<HashMap<i32, (ApiKey, i16)>>> = Arc::default();
+
+    let requests = {
+        let (inner, client_write, waiting) = (inner.clone(), client_write.clone(), waiting.clone());
+        async move {
+            while let Some(frame) = read_frame(&mut client_read).await {
+                let mut peek = frame.clone();
+                let (api, version, correlation) = (peek.get_i16(), peek.get_i16(), peek.get_i32());
+                let Ok(api) = ApiKey::try_from(api) else { return };
+                if let Some(reply) = inject(&inner, api, version, frame.clone()) {
+                    client_write.lock().await.write_all(&reply).await.ok();
+                    continue;
+                }
+                let epoch = (api == ApiKey::ShareGroupHeartbeat).then(|| heartbeat_epoch(version, frame.clone()));
+                inner.events.lock().unwrap().push(Event::Forwarded(api, epoch.flatten()));
+                waiting.lock().unwrap().insert(correlation, (api, version));
+                if write_frame(&mut broker_write, &frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let replies = {
+        let (inner, client_write, waiting) = (inner.clone(), client_write.clone(), waiting.clone());
+        async move {
+            while let Some(frame) = read_frame(&mut broker_read).await {
+                let correlation = frame.clone().get_i32();
+                let request = waiting.lock().unwrap().remove(&correlation);
+                let frame = match request {
+                    Some((api, version)) => rewrite_addresses(&inner, api, version, frame),
+                    None => frame,
+                };
+                if write_frame(&mut *client_write.lock().await, &frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = requests => {}
+        _ = replies => {}
+        _ = dropped.recv() => {}
+    }
+}
+
+async fn read_frame(stream: &mut (impl AsyncReadExt + Unpin)) -> Option<Bytes> {
+    let len = stream.read_u32().await.ok()? as usize;
+    let mut frame = vec![0; len];
+    stream.read_exact(&mut frame).await.ok()?;
+    Some(Bytes::from(frame))
+}
+
+async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) -> std::io::Result<()> {
+    stream.write_u32(frame.len() as u32).await?;
+    stream.write_all(frame).await
+}
+
+/// The reply (length-prefixed) for a request the armed fault matches.
+fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<Vec<u8>> {
+    let mut armed = inner.armed.lock().unwrap();
+    let fault = *armed.front()?;
+    let header = RequestHeader::decode(&mut frame, api.request_header_version(version)).ok()?;
+    let mut body = BytesMut::new();
+    match (fault, api) {
+        (Fault::ShareFetchNotLeader, ApiKey::ShareFetch) => {
+            let request = ShareFetchRequest::decode(&mut frame, version).ok()?;
+            let partitions = request.topics.iter().flat_map(|t| &t.partitions);
+            if partitions.clone().next().is_none() || partitions.clone().any(|p| !p.acknowledgement_batches.is_empty())
+            {
+                return None;
+            }
+            let mut reply = ShareFetchResponse::default();
+            for topic in &request.topics {
+                let mut answer = ShareFetchableTopicResponse::default();
+                answer.topic_id = topic.topic_id;
+                for p in &topic.partitions {
+                    let mut partition = PartitionData::default();
+                    partition.partition_index = p.partition_index;
+                    partition.error_code = ResponseError::NotLeaderOrFollower.code();
+                    answer.partitions.push(partition);
+                }
+                reply.responses.push(answer);
+            }
+            reply.encode(&mut body, version).ok()?;
+        }
+        (Fault::Heartbeat(error), ApiKey::ShareGroupHeartbeat) => {
+            let mut reply = ShareGroupHeartbeatResponse::default();
+            reply.error_code = error.code();
+            reply.error_message = Some(StrBytes::from_static_str("injected by the test's fault proxy"));
+            reply.encode(&mut body, version).ok()?;
+        }
+        _ => return None,
+    }
+    armed.pop_front();
+    drop(armed);
+    inner.events.lock().unwrap().push(Event::Injected(fault));
+    Some(with_header(api, version, header.correlation_id, &body))
+}
+
+fn with_header(api: ApiKey, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    header.encode(&mut out, api.response_header_version(version)).expect("response header");
+    out.put_slice(body);
+    let mut frame = (out.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&out);
+    frame
+}
+
+fn heartbeat_epoch(version: i16, mut frame: Bytes) -> Option<i32> {
+    RequestHeader::decode(&mut frame, ApiKey::ShareGroupHeartbeat.request_header_version(version)).ok()?;
+    Some(ShareGroupHeartbeatRequest::decode(&mut frame, version).ok()?.member_epoch)
+}
+
+/// Points every broker address in a reply at the proxy port standing for it.
+fn rewrite_addresses(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) -> Bytes {
+    let header_version = api.response_header_version(version);
+    let mut reader = frame.clone();
+    let Ok(header) = ResponseHeader::decode(&mut reader, header_version) else { return frame };
+    let proxied = |host: &mut StrBytes, port: &mut i32| {
+        let local = route(inner, &format!("{}:{}", host.as_str(), port));
+        *host = StrBytes::from_static_str("127.0.0.1");
+        *port = local as i32;
+    };
+    let mut body = BytesMut::new();
+    let encoded = match api {
+        ApiKey::Metadata => MetadataResponse::decode(&mut reader, version).and_then(|mut r| {
+            r.brokers.iter_mut().for_each(|b| proxied(&mut b.host, &mut b.port));
+            r.encode(&mut body, version)
+        }),
+        ApiKey::FindCoordinator => FindCoordinatorResponse::decode(&mut reader, version).and_then(|mut r| {
+            if version < 4 {
+                proxied(&mut r.host, &mut r.port);
+            }
+            r.coordinators.iter_mut().for_each(|c| proxied(&mut c.host, &mut c.port));
+            r.encode(&mut body, version)
+        }),
+        ApiKey::ShareFetch => ShareFetchResponse::decode(&mut reader, version).and_then(|mut r| {
+            r.node_endpoints.iter_mut().for_each(|n| proxied(&mut n.host, &mut n.port));
+            r.encode(&mut body, version)
+        }),
+        ApiKey::ShareAcknowledge => ShareAcknowledgeResponse::decode(&mut reader, version).and_then(|mut r| {
+            r.node_endpoints.iter_mut().for_each(|n| proxied(&mut n.host, &mut n.port));
+            r.encode(&mut body, version)
+        }),
+        _ => return frame,
+    };
+    match encoded {
+        Ok(()) => {
+            let framed = with_header(api, version, header.correlation_id, &body);
+            Bytes::from(framed).slice(4..)
+        }
+        Err(e) => panic!("fault proxy could not re-encode a {api:?} v{version} reply: {e}"),
+    }
+}
