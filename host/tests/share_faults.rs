@@ -1,8 +1,10 @@
 //! How the share consumer recovers when a broker moves things under it: a
 //! partition leader that is not the leader any more, a coordinator that
-//! moved, a member fenced by its group, and connections that drop. A real
+//! moved, a member fenced by its group, and connections that drop; and what
+//! the consumer and the task loop do as acquisition locks run out. A real
 //! broker (SPILLWAY_TEST_BOOTSTRAP, or the librdkafka mock) serves the
-//! records; a fault proxy in front of it injects the error once.
+//! records; a fault proxy in front of it injects the error once, or
+//! announces shorter locks than the broker keeps.
 
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
@@ -12,10 +14,16 @@ use fault_proxy::{Event, Fault, FaultProxy};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
 use spillway::kafka::AckType;
-use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig};
+use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig, ShareError};
+use spillway::runtime::Runtime;
+use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use support::{Broker, produce, unique};
+use tokio_util::sync::CancellationToken;
 
 /// Upper bound for waits; tests assert on what happened, never how fast.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -176,4 +184,80 @@ async fn acknowledgements_lost_with_a_dropped_connection_are_reported_not_assume
     let reconnected = proxy.events_after(|e| *e == Event::DroppedConnections);
     assert!(reconnected.contains(&Event::Connected), "{reconnected:?}");
     consumer.close().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_whose_lock_ran_out_is_not_acknowledged_as_if_still_held() {
+    let Setup { broker, proxy, topic, mut consumer } = setup("share-lock-expired", None).await;
+    // The broker keeps its own, longer lock: only the consumer's clock runs out.
+    proxy.announce_lock_timeout(1_000);
+    produce_keys(&broker, &topic, 20).await;
+    let deadline = Instant::now() + PATIENCE;
+    let batch = loop {
+        let batch = consumer.poll(POLL).await.expect("poll");
+        if !batch.is_empty() || Instant::now() >= deadline {
+            break batch;
+        }
+    };
+    assert!(!batch.is_empty(), "records arrived");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for r in &batch {
+        match consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept) {
+            Err(ShareError::LockExpired { offset, .. }) => assert_eq!(offset, r.offset),
+            other => panic!("acknowledging {}@{} after its lock ran out: {other:?}", r.partition, r.offset),
+        }
+    }
+    consumer.close().await.ok();
+}
+
+/// A sink that holds records until a flush (file-sink) and a flush interval
+/// far beyond the test: only the acquisition locks running out can make the
+/// task flush, and it must do so before they do.
+#[tokio::test(flavor = "multi_thread")]
+async fn held_records_are_flushed_before_their_locks_run_out() {
+    let broker = Broker::start_or_env();
+    let proxy = FaultProxy::start(&broker.bootstrap);
+    proxy.announce_lock_timeout(8_000);
+    let (topic, name, dir) = (unique("share-held"), unique("held"), tempfile::tempdir().unwrap());
+    let file = dir.path().join("out.jsonl");
+    let raw = [
+        ("name", name.as_str()),
+        ("connector.class", "file-sink"),
+        ("topics", &topic),
+        ("file", file.to_str().unwrap()),
+        ("plugin.grant.fs.dirs", dir.path().to_str().unwrap()),
+        ("flush.interval.ms", "600000"),
+    ];
+    let raw = raw.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    let plugin = runtime.load_file(&plugins.join("file-sink.wasm")).expect("run scripts/build-plugins.sh first");
+    let metrics = Arc::new(TaskMetrics::default());
+    let spec =
+        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: proxy.bootstrap.clone(), metrics: metrics.clone() };
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(task::start(&runtime, spec).await.expect("task starts").run(stop.clone()));
+
+    // A new share group starts at the log end: produce once the task fetched.
+    let deadline = Instant::now() + PATIENCE;
+    while !proxy.events().iter().any(|e| matches!(e, Event::Forwarded(ApiKey::ShareFetch, _))) {
+        assert!(Instant::now() < deadline, "the task never fetched");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let produced = produce_keys(&broker, &topic, 50).await;
+    while metrics.accepted.load(Relaxed) < 50 {
+        assert!(Instant::now() < deadline, "held records were never flushed: {:?}", metrics);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let written: BTreeSet<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(written, produced, "the flush wrote every record before they were accepted");
+    assert_eq!((metrics.released.load(Relaxed), metrics.ack_refused.load(Relaxed)), (0, 0));
+    stop.cancel();
+    assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
 }

@@ -52,6 +52,8 @@ struct Inner {
     /// Broker "host:port" to the proxy port that stands for it.
     routes: Mutex<HashMap<String, u16>>,
     armed: Mutex<VecDeque<Fault>>,
+    /// Acquisition lock duration to announce in every ShareFetch reply.
+    lock_timeout_ms: Mutex<Option<i32>>,
     events: Mutex<Vec<Event>>,
     drop_all: broadcast::Sender<()>,
 }
@@ -62,6 +64,7 @@ impl FaultProxy {
         let inner = Arc::new(Inner {
             routes: Mutex::default(),
             armed: Mutex::default(),
+            lock_timeout_ms: Mutex::default(),
             events: Mutex::default(),
             drop_all: broadcast::channel(4).0,
         });
@@ -72,6 +75,13 @@ impl FaultProxy {
 
     pub fn arm(&self, fault: Fault) {
         self.inner.armed.lock().unwrap().push_back(fault);
+    }
+
+    /// From now on, tells the client that acquisition locks last `ms`, not
+    /// what the broker says: the client's locks run out first, while the
+    /// broker still counts the records as the client's.
+    pub fn announce_lock_timeout(&self, ms: i32) {
+        *self.inner.lock_timeout_ms.lock().unwrap() = Some(ms);
     }
 
     /// Closes every open connection, both to the client and to the broker.
@@ -155,7 +165,7 @@ async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
                 let correlation = frame.clone().get_i32();
                 let request = waiting.lock().unwrap().remove(&correlation);
                 let frame = match request {
-                    Some((api, version)) => rewrite_addresses(&inner, api, version, frame),
+                    Some((api, version)) => rewrite_reply(&inner, api, version, frame),
                     None => frame,
                 };
                 if write_frame(&mut *client_write.lock().await, &frame).await.is_err() {
@@ -241,8 +251,9 @@ fn heartbeat_epoch(version: i16, mut frame: Bytes) -> Option<i32> {
     Some(ShareGroupHeartbeatRequest::decode(&mut frame, version).ok()?.member_epoch)
 }
 
-/// Points every broker address in a reply at the proxy port standing for it.
-fn rewrite_addresses(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) -> Bytes {
+/// Points every broker address in a reply at the proxy port standing for
+/// it, and announces the lock timeout the test asked for.
+fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) -> Bytes {
     let header_version = api.response_header_version(version);
     let mut reader = frame.clone();
     let Ok(header) = ResponseHeader::decode(&mut reader, header_version) else { return frame };
@@ -266,6 +277,9 @@ fn rewrite_addresses(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes
         }),
         ApiKey::ShareFetch => ShareFetchResponse::decode(&mut reader, version).and_then(|mut r| {
             r.node_endpoints.iter_mut().for_each(|n| proxied(&mut n.host, &mut n.port));
+            if let Some(ms) = *inner.lock_timeout_ms.lock().unwrap() {
+                r.acquisition_lock_timeout_ms = ms;
+            }
             r.encode(&mut body, version)
         }),
         ApiKey::ShareAcknowledge => ShareAcknowledgeResponse::decode(&mut reader, version).and_then(|mut r| {
