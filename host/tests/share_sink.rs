@@ -179,8 +179,10 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("killed");
     // Task 1 never returns from put(): it holds its batch until it is killed.
+    // Its call timeout bounds how long the killed call's thread lingers (the
+    // test's runtime waits for it when it shuts down).
     let extra =
-        [("mode", "loop"), ("only.task", "1"), ("plugin.call.timeout.ms", "150000"), ("batch.max.records", "50")];
+        [("mode", "loop"), ("only.task", "1"), ("plugin.call.timeout.ms", "20000"), ("batch.max.records", "50")];
     let raw = connector_config("killed", &topic, dir.path(), 2, &extra);
     let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
@@ -201,11 +203,19 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let keys = produce(&broker.bootstrap, &topic, 400).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Produce in waves until task 1 has taken a batch: either member may
+    // acquire any record, and a busy task 0 can take a whole wave alone.
+    let mut keys = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
     while tasks[1].1.polled.load(Relaxed) == 0 {
         assert!(Instant::now() < deadline, "task 1 never took a batch");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        keys.extend(produce(&broker.bootstrap, &topic, 100).await);
+        for _ in 0..20 {
+            if tasks[1].1.polled.load(Relaxed) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     // Kill task 1 mid-batch: no acknowledgement, no release, no goodbye.
     tasks[1].0.abort();
@@ -213,7 +223,9 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
 
     // Once task 1's acquisition locks run out, the broker hands its records to
     // task 0, the only task that accepts anything.
+    let killed_at = Instant::now();
     wait_for_keys(dir.path(), "killed", &keys, Duration::from_secs(140)).await;
+    println!("task 1's records were redelivered {:?} after it was killed", killed_at.elapsed());
     assert!(held > 0);
     let by_killed = dir.path().join("killed-keys-1.txt");
     assert!(!by_killed.exists() || std::fs::read_to_string(by_killed).unwrap().is_empty());
