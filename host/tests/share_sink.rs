@@ -233,6 +233,60 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
     assert_eq!(tasks.remove(0).0.await.unwrap(), task::TaskExit::Stopped);
 }
 
+/// Stopping a task whose plugin is stuck in `put()` interrupts the call
+/// rather than waiting out its time limit: the task ends as stopped, not
+/// failed by a timeout, and its batch is released, so a healthy task of the
+/// same connector receives every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopping_a_task_stuck_in_put_interrupts_the_call_and_releases_its_batch() {
+    use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec};
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("stuck");
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
+    let start = |mode: &str| {
+        let extra = [("mode", mode), ("plugin.call.timeout.ms", "150000"), ("batch.max.records", "50")];
+        let raw = connector_config("stuck", &topic, dir.path(), 1, &extra);
+        let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
+        let metrics = Arc::new(TaskMetrics::default());
+        let spec = TaskSpec {
+            task_id: 0,
+            config,
+            plugin: plugin.clone(),
+            bootstrap_servers: broker.bootstrap.clone(),
+            metrics: metrics.clone(),
+        };
+        (spec, metrics)
+    };
+
+    let (spec, metrics) = start("loop");
+    let stop = CancellationToken::new();
+    let stuck = tokio::spawn(task::start(&runtime, spec).await.unwrap().run(stop.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let keys = produce(&broker.bootstrap, &topic, 200).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metrics.polled.load(Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the task never took a batch");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    // A bound against hanging, below the call's own limit.
+    let exit = tokio::time::timeout(Duration::from_secs(120), stuck).await.expect("the stuck task stopped").unwrap();
+    assert_eq!(exit, task::TaskExit::Stopped);
+    assert_eq!(metrics.accepted.load(Relaxed), 0);
+
+    let (spec, _) = start("accept");
+    let stop = CancellationToken::new();
+    let healthy = tokio::spawn(task::start(&runtime, spec).await.unwrap().run(stop.clone()));
+    wait_for_keys(dir.path(), "stuck", &keys, Duration::from_secs(120)).await;
+    stop.cancel();
+    assert_eq!(healthy.await.unwrap(), task::TaskExit::Stopped);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn share_and_classic_connectors_run_side_by_side() {
     let broker = Broker::start_or_env();

@@ -3,8 +3,11 @@ use super::{EPOCH_TICK, Limits};
 use crate::capabilities::{Grants, PluginState};
 use anyhow::Result;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 /// Why a call into a plugin did not give a result.
 #[derive(Debug, Clone)]
@@ -18,6 +21,8 @@ pub enum PluginError {
     /// The plugin trapped (a panic, `unreachable`, a bad access). Holds the
     /// trap and what the plugin last wrote to stderr.
     Trap(String),
+    /// The call was interrupted from outside: its task is stopping.
+    Interrupted,
     /// An earlier trap left the instance unusable.
     Poisoned,
 }
@@ -40,6 +45,7 @@ impl fmt::Display for PluginError {
                 write!(f, "plugin exceeded its memory limit of {limit_bytes} bytes")
             }
             PluginError::Trap(m) => write!(f, "plugin trapped: {m}"),
+            PluginError::Interrupted => write!(f, "plugin call interrupted: the task is stopping"),
             PluginError::Poisoned => write!(f, "plugin instance is unusable after an earlier failure"),
         }
     }
@@ -47,11 +53,36 @@ impl fmt::Display for PluginError {
 
 impl std::error::Error for PluginError {}
 
+/// Interrupts the call an instance is running, from another thread: a task
+/// stopping does not wait for a stuck `put()` to reach its time limit.
+#[derive(Clone, Default)]
+pub struct Interrupter(Arc<AtomicBool>);
+
+impl Interrupter {
+    /// The running call (or the next one, if none runs) traps at the next
+    /// epoch tick and leaves the instance unusable.
+    pub fn interrupt(&self) {
+        self.0.store(true, Relaxed);
+    }
+
+    /// Withdraws an interrupt that came after the call it was meant for ended.
+    pub fn clear(&self) {
+        self.0.store(false, Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
 /// One plugin instance with its own store: serves exactly one task.
 pub struct PluginInstance {
     store: Store<PluginState>,
     bindings: bindings::Sink,
     limits: Limits,
+    /// Epoch ticks the running call may still use.
+    ticks_left: Arc<AtomicU64>,
+    interrupter: Interrupter,
     poisoned: bool,
 }
 
@@ -67,9 +98,30 @@ impl PluginInstance {
         let state = PluginState::new(name, grants, limits.memory_bytes)?;
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(ticks(limits));
+        // Called at every epoch tick of a call: counts down the call's CPU
+        // budget and notices an interrupt.
+        let (ticks_left, interrupter) = (Arc::new(AtomicU64::new(ticks(limits))), Interrupter::default());
+        let (left, interrupt) = (ticks_left.clone(), interrupter.clone());
+        store.epoch_deadline_callback(move |_| {
+            if interrupt.is_set() || left.fetch_sub(1, Relaxed) <= 1 {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        store.set_epoch_deadline(1);
         let bindings = bindings::Sink::instantiate(&mut store, component, linker)?;
-        Ok(PluginInstance { store, bindings, limits: limits.clone(), poisoned: false })
+        Ok(PluginInstance { store, bindings, limits: limits.clone(), ticks_left, interrupter, poisoned: false })
+    }
+
+    /// A handle that interrupts this instance's calls from another thread.
+    pub fn interrupter(&self) -> Interrupter {
+        self.interrupter.clone()
+    }
+
+    /// False once a trap, timeout, memory failure or interrupt ended a call.
+    pub fn is_usable(&self) -> bool {
+        !self.poisoned
     }
 
     /// Bytes of linear memory the instance holds now.
@@ -110,7 +162,8 @@ impl PluginInstance {
         if self.poisoned {
             return Err(PluginError::Poisoned);
         }
-        self.store.set_epoch_deadline(ticks(&self.limits));
+        self.ticks_left.store(ticks(&self.limits), Relaxed);
+        self.store.set_epoch_deadline(1);
         f(&self.bindings, &mut self.store).map_err(|err| {
             self.poisoned = true;
             self.classify(err)
@@ -123,6 +176,9 @@ impl PluginInstance {
             return PluginError::OutOfMemory { limit_bytes: self.limits.memory_bytes };
         }
         if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            if self.interrupter.is_set() {
+                return PluginError::Interrupted;
+            }
             return PluginError::Timeout { limit_ms: self.limits.call_timeout.as_millis() as u64 };
         }
         let stderr = state.stderr.text();

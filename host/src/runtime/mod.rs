@@ -6,7 +6,7 @@ mod instance;
 mod limits;
 
 pub use cache::ComponentCache;
-pub use instance::{PluginError, PluginInstance};
+pub use instance::{Interrupter, PluginError, PluginInstance};
 pub use limits::Limits;
 pub(crate) use limits::MemoryLimiter;
 

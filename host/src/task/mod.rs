@@ -85,5 +85,6 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         first_retry: HashMap::new(),
         next_id: 0,
         consecutive_retries: 0,
+        interrupt_on: None,
     })
 }

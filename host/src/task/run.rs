@@ -56,16 +56,21 @@ pub struct TaskLoop {
     pub(super) first_retry: HashMap<(String, i32, i64), Instant>,
     pub(super) next_id: u64,
     pub(super) consecutive_retries: u32,
+    /// While set, a plugin call still running when this is cancelled is
+    /// interrupted: stopping does not wait out a stuck `put()`.
+    pub(super) interrupt_on: Option<CancellationToken>,
 }
 
 impl TaskLoop {
     /// Runs until `stop` is cancelled or the task fails, then hands back
     /// every record it did not finish (RELEASE) and commits.
     pub async fn run(mut self, stop: CancellationToken) -> TaskExit {
+        self.interrupt_on = Some(stop.clone());
         let exit = match self.iterate_until(&stop).await {
             Ok(()) => TaskExit::Stopped,
             Err(Failure(trace)) => TaskExit::Failed(trace),
         };
+        self.interrupt_on = None;
         self.shut_down(exit == TaskExit::Stopped).await;
         exit
     }
@@ -79,6 +84,10 @@ impl TaskLoop {
             if !polled.is_empty() {
                 self.metrics.polled.fetch_add(polled.len() as u64, Relaxed);
                 self.deliver(polled).await?;
+                if stop.is_cancelled() {
+                    // Maybe interrupted mid-put; shutting down settles the rest.
+                    return Ok(());
+                }
             }
             self.flush_if_due(false).await?;
             self.commit().await;
@@ -140,6 +149,8 @@ impl TaskLoop {
                 self.consecutive_retries += 1;
                 Ok(())
             }
+            // Stopping: the batch stays unacknowledged and is released on the way out.
+            Err(PluginError::Interrupted) => Ok(()),
             Err(e) => Err(Failure(format!("put: {e}"))),
         }
     }
@@ -261,6 +272,7 @@ impl TaskLoop {
                 tracing::warn!(task = self.name, %reason, "flush failed, will try again");
                 Ok(())
             }
+            Err(PluginError::Interrupted) => Ok(()),
             Err(e) => Err(Failure(format!("flush: {e}"))),
         }
     }
@@ -298,12 +310,25 @@ impl TaskLoop {
         f: impl FnOnce(&mut PluginInstance) -> Result<R, PluginError> + Send + 'static,
     ) -> Result<R, PluginError> {
         let mut plugin = self.plugin.take().ok_or(PluginError::Poisoned)?;
-        let (plugin, result) = tokio::task::spawn_blocking(move || {
+        let interrupter = plugin.interrupter();
+        let mut call = tokio::task::spawn_blocking(move || {
             let result = f(&mut plugin);
             (plugin, result)
-        })
-        .await
-        .expect("a plugin call panicked in the host");
+        });
+        let joined = match self.interrupt_on.clone() {
+            Some(stop) => tokio::select! {
+                joined = &mut call => joined,
+                _ = stop.cancelled() => {
+                    interrupter.interrupt();
+                    let joined = call.await;
+                    // The call may have ended before the interrupt landed.
+                    interrupter.clear();
+                    joined
+                }
+            },
+            None => call.await,
+        };
+        let (plugin, result) = joined.expect("a plugin call panicked in the host");
         self.metrics.plugin_memory_bytes.store(plugin.memory_bytes() as u64, Relaxed);
         self.plugin = Some(plugin);
         result
@@ -312,6 +337,8 @@ impl TaskLoop {
     /// On a clean stop, flush first so held records can be accepted; then
     /// release everything unfinished, commit, stop the plugin, leave the group.
     async fn shut_down(mut self, clean: bool) {
+        // An interrupted or failed instance cannot flush or stop any more.
+        let clean = clean && self.plugin.as_ref().is_some_and(PluginInstance::is_usable);
         if clean && let Err(Failure(e)) = self.flush_if_due(true).await {
             tracing::warn!(task = self.name, error = e, "final flush failed");
         }
