@@ -13,8 +13,8 @@ mod support;
 use fault_proxy::{Event, Fault, FaultProxy};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
-use spillway::kafka::AckType;
 use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig, ShareError};
+use spillway::kafka::{AckType, ConsumedRecord};
 use spillway::runtime::Runtime;
 use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeSet;
@@ -82,6 +82,18 @@ async fn poll_until(consumer: &mut ShareConsumer, what: &str, mut done: impl FnM
         assert!(Instant::now() < deadline, "gave up waiting for {what}");
         let batch = consumer.poll(POLL).await.expect("poll");
         assert!(batch.is_empty(), "nothing was produced since the last batch");
+    }
+}
+
+/// The next non-empty batch, left unacknowledged.
+async fn first_batch(consumer: &mut ShareConsumer) -> Vec<ConsumedRecord> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let batch = consumer.poll(POLL).await.expect("poll");
+        if !batch.is_empty() {
+            return batch;
+        }
+        assert!(Instant::now() < deadline, "no records arrived");
     }
 }
 
@@ -157,14 +169,7 @@ async fn a_fenced_member_rejoins_with_epoch_zero() {
 async fn acknowledgements_lost_with_a_dropped_connection_are_reported_not_assumed() {
     let Setup { broker, proxy, topic, mut consumer } = setup("share-dropped", None).await;
     produce_keys(&broker, &topic, 50).await;
-    let deadline = Instant::now() + PATIENCE;
-    let batch = loop {
-        let batch = consumer.poll(POLL).await.expect("poll");
-        if !batch.is_empty() || Instant::now() >= deadline {
-            break batch;
-        }
-    };
-    assert!(!batch.is_empty(), "records arrived");
+    let batch = first_batch(&mut consumer).await;
 
     // The session the records were acquired in dies with its connection.
     proxy.drop_connections();
@@ -192,14 +197,7 @@ async fn a_record_whose_lock_ran_out_is_not_acknowledged_as_if_still_held() {
     // The broker keeps its own, longer lock: only the consumer's clock runs out.
     proxy.announce_lock_timeout(1_000);
     produce_keys(&broker, &topic, 20).await;
-    let deadline = Instant::now() + PATIENCE;
-    let batch = loop {
-        let batch = consumer.poll(POLL).await.expect("poll");
-        if !batch.is_empty() || Instant::now() >= deadline {
-            break batch;
-        }
-    };
-    assert!(!batch.is_empty(), "records arrived");
+    let batch = first_batch(&mut consumer).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     for r in &batch {
         match consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept) {
