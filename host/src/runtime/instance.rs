@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
@@ -80,8 +81,7 @@ pub struct PluginInstance {
     store: Store<PluginState>,
     bindings: bindings::Sink,
     limits: Limits,
-    /// Epoch ticks the running call may still use.
-    ticks_left: Arc<AtomicU64>,
+    deadline: Arc<CallDeadline>,
     interrupter: Interrupter,
     poisoned: bool,
 }
@@ -98,12 +98,12 @@ impl PluginInstance {
         let state = PluginState::new(name, grants, limits.memory_bytes)?;
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
-        // Called at every epoch tick of a call: counts down the call's CPU
-        // budget and notices an interrupt.
-        let (ticks_left, interrupter) = (Arc::new(AtomicU64::new(ticks(limits))), Interrupter::default());
-        let (left, interrupt) = (ticks_left.clone(), interrupter.clone());
+        // Called at every epoch tick while wasm runs: ends the call once its
+        // time is up or the task asked to interrupt it.
+        let (deadline, interrupter) = (Arc::new(CallDeadline::starting_now(limits)), Interrupter::default());
+        let (call_deadline, interrupt) = (deadline.clone(), interrupter.clone());
         store.epoch_deadline_callback(move |_| {
-            if interrupt.is_set() || left.fetch_sub(1, Relaxed) <= 1 {
+            if interrupt.is_set() || call_deadline.passed() {
                 Ok(UpdateDeadline::Interrupt)
             } else {
                 Ok(UpdateDeadline::Continue(1))
@@ -111,7 +111,7 @@ impl PluginInstance {
         });
         store.set_epoch_deadline(1);
         let bindings = bindings::Sink::instantiate(&mut store, component, linker)?;
-        Ok(PluginInstance { store, bindings, limits: limits.clone(), ticks_left, interrupter, poisoned: false })
+        Ok(PluginInstance { store, bindings, limits: limits.clone(), deadline, interrupter, poisoned: false })
     }
 
     /// A handle that interrupts this instance's calls from another thread.
@@ -162,7 +162,7 @@ impl PluginInstance {
         if self.poisoned {
             return Err(PluginError::Poisoned);
         }
-        self.ticks_left.store(ticks(&self.limits), Relaxed);
+        self.deadline.restart(&self.limits);
         self.store.set_epoch_deadline(1);
         f(&self.bindings, &mut self.store).map_err(|err| {
             self.poisoned = true;
@@ -187,7 +187,27 @@ impl PluginInstance {
     }
 }
 
-/// The per-call deadline in epoch ticks (at least one).
-fn ticks(limits: &Limits) -> u64 {
-    (limits.call_timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+/// When the running call must end. Wall time, checked at each epoch tick
+/// (`EPOCH_TICK`), so time spent in host calls counts as well.
+struct CallDeadline {
+    base: Instant,
+    /// Nanoseconds after `base`.
+    at: AtomicU64,
+}
+
+impl CallDeadline {
+    fn starting_now(limits: &Limits) -> Self {
+        let deadline = CallDeadline { base: Instant::now(), at: AtomicU64::new(0) };
+        deadline.restart(limits);
+        deadline
+    }
+
+    fn restart(&self, limits: &Limits) {
+        let at = self.base.elapsed() + limits.call_timeout.max(EPOCH_TICK);
+        self.at.store(at.as_nanos() as u64, Relaxed);
+    }
+
+    fn passed(&self) -> bool {
+        self.base.elapsed().as_nanos() as u64 >= self.at.load(Relaxed)
+    }
 }
