@@ -17,6 +17,10 @@ fn consumer(bootstrap: &str, group: &str) -> Result<BaseConsumer> {
         .set("bootstrap.servers", bootstrap)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
+        // The broker's minimum, for when an alter joins the group: ours is
+        // then the group's last session timeout, and librdkafka's mock keeps
+        // an emptied group rebalancing that long, holding up the next alter.
+        .set("session.timeout.ms", "6000")
         .create()
         .context("creating an offsets client")
 }
@@ -55,15 +59,39 @@ pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<
 /// Commits the given positions; a `None` offset resets that partition to its
 /// beginning (the connector's `auto.offset.reset`). Every partition must exist.
 pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()> {
+    let consumer = consumer(bootstrap, group)?;
+    let existing = partitions(&consumer, &topics_of(positions))?;
+    commit(consumer, bootstrap, group, &existing, positions)
+}
+
+/// Moves every partition of `topics` back to its beginning.
+pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {
+    let consumer = consumer(bootstrap, group)?;
+    let existing = partitions(&consumer, topics)?;
+    let positions: Vec<Position> =
+        existing.iter().map(|(topic, partition)| (topic.clone(), *partition, None)).collect();
+    commit(consumer, bootstrap, group, &existing, &positions)
+}
+
+fn topics_of(positions: &[Position]) -> Vec<String> {
+    let mut topics: Vec<String> = positions.iter().map(|(t, _, _)| t.clone()).collect();
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
+/// Commits `positions`, each of which must be among the `existing` partitions.
+fn commit(
+    consumer: BaseConsumer,
+    bootstrap: &str,
+    group: &str,
+    existing: &[(String, i32)],
+    positions: &[Position],
+) -> Result<()> {
     if positions.is_empty() {
         // Nothing to commit (for example a reset of topics with no partitions yet).
         return Ok(());
     }
-    let consumer = consumer(bootstrap, group)?;
-    let mut topics: Vec<String> = positions.iter().map(|(t, _, _)| t.clone()).collect();
-    topics.sort();
-    topics.dedup();
-    let existing = partitions(&consumer, &topics)?;
     let mut list = TopicPartitionList::new();
     for (topic, partition, offset) in positions {
         if !existing.iter().any(|(t, p)| t == topic && p == partition) {
@@ -83,17 +111,7 @@ pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()>
         Err(e) => tracing::debug!(group, "commit from outside the group refused ({e}); committing as a member"),
     }
     drop(consumer);
-    let member = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        // The broker's minimum. Ours is the group's last session timeout when
-        // we leave, and librdkafka's mock keeps an emptied group rebalancing
-        // that long: the next alter would wait for it.
-        .set("session.timeout.ms", "6000")
-        .create()
-        .context("creating an offsets client")?;
-    commit_as_member(&member, &topics, &list)
+    commit_as_member(&self::consumer(bootstrap, group)?, &topics_of(positions), &list)
 }
 
 fn commit_as_member(consumer: &BaseConsumer, topics: &[String], list: &TopicPartitionList) -> Result<()> {
@@ -122,15 +140,6 @@ pub struct GroupBusy;
 #[derive(Debug, thiserror::Error)]
 #[error("partition {0} does not exist")]
 pub struct NoSuchPartition(pub String);
-
-/// Moves every partition of `topics` back to its beginning.
-pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {
-    let consumer = consumer(bootstrap, group)?;
-    let positions: Vec<Position> =
-        partitions(&consumer, topics)?.into_iter().map(|(topic, partition)| (topic, partition, None)).collect();
-    drop(consumer);
-    alter(bootstrap, group, &positions)
-}
 
 /// Whether a classic consumer group with this id exists — a share group must
 /// not take its id. A group with committed offsets on `topics` counts, and so
