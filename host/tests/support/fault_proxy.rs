@@ -146,7 +146,7 @@ async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
                 let (api, version, correlation) = (peek.get_i16(), peek.get_i16(), peek.get_i32());
                 let Ok(api) = ApiKey::try_from(api) else { return };
                 if let Some(reply) = inject(&inner, api, version, frame.clone()) {
-                    client_write.lock().await.write_all(&reply).await.ok();
+                    write_frame(&mut *client_write.lock().await, &reply).await.ok();
                     continue;
                 }
                 let epoch = (api == ApiKey::ShareGroupHeartbeat).then(|| heartbeat_epoch(version, frame.clone()));
@@ -193,8 +193,8 @@ async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) ->
     stream.write_all(frame).await
 }
 
-/// The reply (length-prefixed) for a request the armed fault matches.
-fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<Vec<u8>> {
+/// The reply frame for a request the armed fault matches.
+fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<Bytes> {
     let mut armed = inner.armed.lock().unwrap();
     let fault = *armed.front()?;
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version)).ok()?;
@@ -235,15 +235,14 @@ fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<
     Some(with_header(api, version, header.correlation_id, &body))
 }
 
-fn with_header(api: ApiKey, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
-    let mut out = BytesMut::new();
+/// A reply frame (without its length prefix): header, then `body`.
+fn with_header(api: ApiKey, version: i16, correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut frame = BytesMut::new();
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
-    header.encode(&mut out, api.response_header_version(version)).expect("response header");
-    out.put_slice(body);
-    let mut frame = (out.len() as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&out);
-    frame
+    header.encode(&mut frame, api.response_header_version(version)).expect("response header");
+    frame.put_slice(body);
+    frame.freeze()
 }
 
 fn heartbeat_epoch(version: i16, mut frame: Bytes) -> Option<i32> {
@@ -289,10 +288,7 @@ fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) ->
         _ => return frame,
     };
     match encoded {
-        Ok(()) => {
-            let framed = with_header(api, version, header.correlation_id, &body);
-            Bytes::from(framed).slice(4..)
-        }
+        Ok(()) => with_header(api, version, header.correlation_id, &body),
         Err(e) => panic!("fault proxy could not re-encode a {api:?} v{version} reply: {e}"),
     }
 }
