@@ -10,12 +10,15 @@ mod support;
 
 use spillway::herder::{ConfigMap, Herder, HerderError, State, WorkerConfig};
 use spillway::runtime::Runtime;
-use spillway::task::WorkerDefaults;
+use spillway::task::{self, ConnectorConfig, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use support::{Broker, produce, unique};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 fn plugin_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
@@ -23,8 +26,13 @@ fn plugin_dir() -> PathBuf {
     dir
 }
 
+/// A runtime whose compiled-plugin cache all these tests share.
+fn test_runtime() -> Runtime {
+    Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap()
+}
+
 async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
-    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let runtime = test_runtime();
     let config = WorkerConfig {
         worker_id: "127.0.0.1:0".into(),
         bootstrap_servers: broker.bootstrap.clone(),
@@ -102,6 +110,24 @@ async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
+/// Runs task `task_id` of a misbehave connector outside a herder, for tests
+/// that kill or stop single tasks.
+async fn spawn_task(
+    runtime: &Runtime,
+    broker: &Broker,
+    raw: &ConfigMap,
+    task_id: u32,
+    stop: &CancellationToken,
+) -> (JoinHandle<TaskExit>, Arc<TaskMetrics>) {
+    let config = Arc::new(ConnectorConfig::parse(raw, &WorkerDefaults::default()).unwrap());
+    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
+    let metrics = Arc::new(TaskMetrics::default());
+    let spec =
+        TaskSpec { task_id, config, plugin, bootstrap_servers: broker.bootstrap.clone(), metrics: metrics.clone() };
+    let task_loop = task::start(runtime, spec).await.unwrap();
+    (tokio::spawn(task_loop.run(stop.clone())), metrics)
+}
+
 async fn polled_per_task(herder: &Herder, name: &str) -> Vec<(u32, u64)> {
     herder
         .task_metrics()
@@ -171,10 +197,6 @@ async fn scaling_from_two_to_six_tasks_loses_nothing_and_spreads_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
-    use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec};
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
-
     let broker = Broker::start_or_env();
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("killed");
@@ -184,22 +206,11 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
     let extra =
         [("mode", "loop"), ("only.task", "1"), ("plugin.call.timeout.ms", "20000"), ("batch.max.records", "50")];
     let raw = connector_config("killed", &topic, dir.path(), 2, &extra);
-    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
-    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
-    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
+    let runtime = test_runtime();
     let stop = CancellationToken::new();
     let mut tasks = Vec::new();
     for task_id in 0..2 {
-        let metrics = Arc::new(TaskMetrics::default());
-        let spec = TaskSpec {
-            task_id,
-            config: config.clone(),
-            plugin: plugin.clone(),
-            bootstrap_servers: broker.bootstrap.clone(),
-            metrics: metrics.clone(),
-        };
-        let task_loop = task::start(&runtime, spec).await.unwrap();
-        tasks.push((tokio::spawn(task_loop.run(stop.clone())), metrics));
+        tasks.push(spawn_task(&runtime, &broker, &raw, task_id, &stop).await);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -239,33 +250,17 @@ async fn a_task_killed_mid_batch_has_its_records_redelivered_to_the_others() {
 /// same connector receives every record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stopping_a_task_stuck_in_put_interrupts_the_call_and_releases_its_batch() {
-    use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec};
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
-
     let broker = Broker::start_or_env();
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("stuck");
-    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
-    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
-    let start = |mode: &str| {
+    let config = |mode: &str| {
         let extra = [("mode", mode), ("plugin.call.timeout.ms", "150000"), ("batch.max.records", "50")];
-        let raw = connector_config("stuck", &topic, dir.path(), 1, &extra);
-        let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
-        let metrics = Arc::new(TaskMetrics::default());
-        let spec = TaskSpec {
-            task_id: 0,
-            config,
-            plugin: plugin.clone(),
-            bootstrap_servers: broker.bootstrap.clone(),
-            metrics: metrics.clone(),
-        };
-        (spec, metrics)
+        connector_config("stuck", &topic, dir.path(), 1, &extra)
     };
 
-    let (spec, metrics) = start("loop");
+    let runtime = test_runtime();
     let stop = CancellationToken::new();
-    let stuck = tokio::spawn(task::start(&runtime, spec).await.unwrap().run(stop.clone()));
+    let (stuck, metrics) = spawn_task(&runtime, &broker, &config("loop"), 0, &stop).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let keys = produce(&broker.bootstrap, &topic, 200).await;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -279,9 +274,8 @@ async fn stopping_a_task_stuck_in_put_interrupts_the_call_and_releases_its_batch
     assert_eq!(exit, task::TaskExit::Stopped);
     assert_eq!(metrics.accepted.load(Relaxed), 0);
 
-    let (spec, _) = start("accept");
     let stop = CancellationToken::new();
-    let healthy = tokio::spawn(task::start(&runtime, spec).await.unwrap().run(stop.clone()));
+    let (healthy, _) = spawn_task(&runtime, &broker, &config("accept"), 0, &stop).await;
     wait_for_keys(dir.path(), "stuck", &keys, Duration::from_secs(120)).await;
     stop.cancel();
     assert_eq!(healthy.await.unwrap(), task::TaskExit::Stopped);
