@@ -85,6 +85,7 @@ fn host_record(i: usize) -> SinkRecord {
         value: Some(vec![b'x'; VALUE_BYTES]),
         headers: vec![Header { key: "h".into(), value: Some(b"v".to_vec()) }],
         delivery_count: 1,
+        lock_deadline: None,
     }
 }
 
@@ -100,5 +101,6 @@ fn sdk_record(i: usize) -> spillway_sdk::SinkRecord {
         value: Some(vec![b'x'; VALUE_BYTES]),
         headers: vec![spillway_sdk::Header { key: "h".into(), value: Some(b"v".to_vec()) }],
         delivery_count: 1,
+        lock_deadline: None,
     }
 }

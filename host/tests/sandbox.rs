@@ -4,7 +4,7 @@
 //! Needs the plugins built by `scripts/build-plugins.sh`.
 
 use spillway::capabilities::Grants;
-use spillway::runtime::bindings::{Header, Outcome, SinkRecord, TimestampType};
+use spillway::runtime::bindings::{FlushScope, Header, Outcome, SinkRecord, TimestampType};
 use spillway::runtime::{Limits, Plugin, PluginError, PluginInstance, Runtime};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -42,6 +42,7 @@ fn record(offset: i64) -> SinkRecord {
         value: Some(vec![b'v'; 100]),
         headers: vec![Header { key: "h".into(), value: None }],
         delivery_count: 1,
+        lock_deadline: None,
     }
 }
 
@@ -97,7 +98,7 @@ fn the_file_sink_holds_records_until_flush_and_writes_only_its_granted_dir() {
     assert!(report.outcomes.iter().all(|o| matches!(o, Outcome::Hold)), "{report:?}");
     let written = dir.path().join("out-3.jsonl");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "", "nothing is written before flush");
-    let settled = sink.flush().unwrap();
+    let settled = sink.flush(&FlushScope::All).unwrap();
     let ids: Vec<u64> = settled.iter().map(|s| s.id).collect();
     assert_eq!(ids, vec![0, 1]);
     assert!(settled.iter().all(|s| matches!(s.outcome, Outcome::Accept)));
@@ -235,10 +236,23 @@ fn compiled_plugins_are_cached_on_disk_by_digest() {
 fn a_component_importing_an_unknown_capability_is_refused_by_name() {
     // A component whose world imports an interface this host does not provide.
     let wat = r#"(component
-        (import "spillway:connector/teleport@0.1.0" (instance))
+        (import "spillway:connector/teleport@0.2.0" (instance))
     )"#;
     let bytes = wat::parse_str(wat).unwrap();
     let err = runtime().load(&bytes).err().expect("must be refused");
     let chain = format!("{err:#}");
-    assert!(chain.contains("imports 'spillway:connector/teleport@0.1.0'"), "{chain}");
+    assert!(chain.contains("imports 'spillway:connector/teleport@0.2.0'"), "{chain}");
+}
+
+#[test]
+fn a_plugin_built_against_another_contract_version_is_refused_naming_both() {
+    let wat = r#"(component
+        (instance $task)
+        (export "spillway:connector/sink-task@0.1.0" (instance $task))
+    )"#;
+    let bytes = wat::parse_str(wat).unwrap();
+    let err = runtime().load(&bytes).err().expect("must be refused");
+    let chain = format!("{err:#}");
+    assert!(chain.contains("built against contract spillway:connector@0.1.0"), "{chain}");
+    assert!(chain.contains(&format!("speaks spillway:connector@{}", spillway::runtime::CONTRACT_VERSION)), "{chain}");
 }

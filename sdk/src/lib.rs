@@ -33,7 +33,10 @@
 //!
 //! Records the sink buffers instead of writing at once get [`Outcome::Hold`];
 //! the host acknowledges them only once a later [`Sink::put`] or [`Sink::flush`]
-//! settles them, so a crash in between means redelivery, never loss.
+//! settles them, so a crash in between means redelivery, never loss. Under a
+//! share group each record carries its lock deadline
+//! ([`SinkRecord::lock_deadline`]); the host asks for the records whose locks
+//! near it with a scoped flush ([`FlushScope::Records`]).
 
 // The generated bindings name this crate by its public path, also from inside.
 extern crate self as spillway_sdk;
@@ -85,9 +88,9 @@ pub mod __private {
         })
     }
 
-    pub fn flush<S: Sink>(slot: &'static Slot<S>) -> Result<Vec<Settlement>, TaskError> {
+    pub fn flush<S: Sink>(slot: &'static Slot<S>, scope: crate::FlushScope) -> Result<Vec<Settlement>, TaskError> {
         slot.with(|s| match s.borrow_mut().as_mut() {
-            Some(sink) => sink.flush(),
+            Some(sink) => sink.flush(scope),
             None => Ok(Vec::new()),
         })
     }
@@ -100,9 +103,13 @@ pub mod __private {
 }
 
 pub use __private::bindings::spillway::connector::types::{
-    ConfigError, ConfigKey, ConfigType, Header, Importance, Outcome, PluginMetadata, PutReport, Settlement, SinkRecord,
-    TaskError, TimestampType,
+    ConfigError, ConfigKey, ConfigType, FlushScope, Header, Importance, Outcome, PluginMetadata, PutReport, Settlement,
+    SinkRecord, TaskError, TimestampType,
 };
+
+/// The version of the WIT contract (`spillway:connector`) this SDK builds
+/// plugins against; a host refuses a plugin built against another.
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// A sink connector. One value serves one task; the host creates it with
 /// [`Sink::start`] and drops it after [`Sink::stop`].
@@ -121,8 +128,10 @@ pub trait Sink: Sized + 'static {
     /// Writes a batch and says, per record, what became of it.
     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError>;
 
-    /// Makes every held record durable and settles it.
-    fn flush(&mut self) -> Result<Vec<Settlement>, TaskError> {
+    /// Makes at least the held records that `scope` names durable and
+    /// settles them ([`FlushScope::All`]: every held record). Settling more
+    /// than asked is fine: say, the rest of an object being closed.
+    fn flush(&mut self, _scope: FlushScope) -> Result<Vec<Settlement>, TaskError> {
         Ok(Vec::new())
     }
 
@@ -214,8 +223,10 @@ macro_rules! export_sink {
                 ) -> ::std::result::Result<$crate::PutReport, $crate::TaskError> {
                     $crate::__private::put::<$sink>(&TASK, batch)
                 }
-                fn flush() -> ::std::result::Result<::std::vec::Vec<$crate::Settlement>, $crate::TaskError> {
-                    $crate::__private::flush::<$sink>(&TASK)
+                fn flush(
+                    scope: $crate::FlushScope,
+                ) -> ::std::result::Result<::std::vec::Vec<$crate::Settlement>, $crate::TaskError> {
+                    $crate::__private::flush::<$sink>(&TASK, scope)
                 }
                 fn stop() {
                     $crate::__private::stop::<$sink>(&TASK)

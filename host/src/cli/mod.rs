@@ -192,6 +192,7 @@ mod tests {
             state,
             worker_id: "w:8083".into(),
             trace: trace.map(String::from),
+            delivery: None,
         };
         let status = ConnectorStateInfo {
             name: "c".into(),

@@ -1,6 +1,7 @@
 //! The herder's answers, shaped like Kafka Connect's REST entities so they
 //! serialize to the same JSON.
 
+use crate::task::ShareDelivery;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -59,6 +60,20 @@ pub struct TaskState {
     pub worker_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// Spillway's own, for share-group tasks: how the task treats a record's
+    /// deliveries. Connect clients ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<TaskDelivery>,
+}
+
+/// A share-group task's delivery rules and what they cost so far.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDelivery {
+    #[serde(flatten)]
+    pub rules: ShareDelivery,
+    /// Records the broker archived unwritten: rejected without a dead-letter
+    /// queue, or released on their last delivery.
+    pub records_archived: u64,
 }
 
 /// `GET /connectors/{name}/status`, and the body of a 202 restart.

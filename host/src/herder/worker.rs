@@ -617,6 +617,10 @@ impl Worker {
                     state: t.state,
                     worker_id: worker_id.clone(),
                     trace: t.trace.clone(),
+                    delivery: t.metrics.share_delivery.get().map(|rules| TaskDelivery {
+                        rules: rules.clone(),
+                        records_archived: t.metrics.archived.load(std::sync::atomic::Ordering::Relaxed),
+                    }),
                 })
                 .collect(),
             kind: "sink".into(),

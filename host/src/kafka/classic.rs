@@ -197,5 +197,6 @@ fn convert<M: Message>(m: &M) -> ConsumedRecord {
         headers,
         delivery_count: 1,
         lock_expires_at: None,
+        undecodable: None,
     }
 }

@@ -35,6 +35,9 @@ pub struct ConsumedRecord {
     /// When the share group's acquisition lock on this record runs out; `None`
     /// under a classic group, where nothing expires.
     pub lock_expires_at: Option<Instant>,
+    /// Set when the record reached us but could not be decoded (a corrupt
+    /// batch): why. The task rejects such a record instead of calling `put`.
+    pub undecodable: Option<String>,
 }
 
 /// How a share consumer acknowledges a record (KIP-932's AcknowledgeType).

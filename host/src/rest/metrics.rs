@@ -4,8 +4,8 @@
 use super::AppState;
 use super::error::ApiResult;
 use crate::herder::TaskMetricsEntry;
-use crate::task::TaskMetrics;
 use crate::task::metrics::PUT_LATENCY_BUCKETS;
+use crate::task::{FlushCause, TaskMetrics};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -21,7 +21,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 8] = [
+const COUNTERS: [(&str, &str, Field); 11] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
@@ -30,6 +30,17 @@ const COUNTERS: [(&str, &str, Field); 8] = [
     ("spillway_records_dead_lettered_total", "Records written to the dead-letter queue.", |m| &m.dead_lettered),
     ("spillway_acks_refused_total", "Acknowledgements the consumer refused (redelivered).", |m| &m.ack_refused),
     ("spillway_commit_failures_total", "Failed offset commits or acknowledgements.", |m| &m.commit_failures),
+    ("spillway_records_retried_total", "Records put again after put() asked for a retry.", |m| &m.retried),
+    (
+        "spillway_records_archived_total",
+        "Share-group records the broker archives unwritten (rejected without a DLQ, or released on their last delivery).",
+        |m| &m.archived,
+    ),
+    (
+        "spillway_records_resent_while_held_total",
+        "Records a broker sent again while the task held them; not handed to the plugin twice.",
+        |m| &m.resent_while_held,
+    ),
 ];
 
 pub fn render(entries: &[TaskMetricsEntry]) -> String {
@@ -38,6 +49,14 @@ pub fn render(entries: &[TaskMetricsEntry]) -> String {
         family(&mut out, name, help, "counter");
         for e in entries {
             let _ = writeln!(out, "{name}{{{}}} {}", labels(e), field(&e.metrics).load(Relaxed));
+        }
+    }
+    let flushes = "spillway_flushes_total";
+    family(&mut out, flushes, "Flushes the host asked the plugin for, by cause (timer, cap, lock, stop).", "counter");
+    for e in entries {
+        for cause in FlushCause::ALL {
+            let _ =
+                writeln!(out, "{flushes}{{{},cause=\"{}\"}} {}", labels(e), cause.label(), e.metrics.flushes(cause));
         }
     }
     let memory = "spillway_plugin_memory_bytes";

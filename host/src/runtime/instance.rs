@@ -1,4 +1,4 @@
-use super::bindings::{self, ConfigError, PluginMetadata, PutReport, Settlement, SinkRecord, TaskError};
+use super::bindings::{self, ConfigError, FlushScope, PluginMetadata, PutReport, Settlement, SinkRecord, TaskError};
 use super::{EPOCH_TICK, Limits};
 use crate::capabilities::{Grants, PluginState};
 use anyhow::Result;
@@ -145,8 +145,8 @@ impl PluginInstance {
         self.call(|b, s| b.spillway_connector_sink_task().call_put(s, batch))?.map_err(PluginError::Task)
     }
 
-    pub fn flush(&mut self) -> Result<Vec<Settlement>, PluginError> {
-        self.call(|b, s| b.spillway_connector_sink_task().call_flush(s))?.map_err(PluginError::Task)
+    pub fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
+        self.call(|b, s| b.spillway_connector_sink_task().call_flush(s, scope))?.map_err(PluginError::Task)
     }
 
     pub fn stop(&mut self) -> Result<(), PluginError> {

@@ -30,6 +30,11 @@ pub mod bindings {
 
 use bindings::PluginMetadata;
 
+/// The version of `wit/connector.wit` this host speaks. A plugin built
+/// against another version is refused with a message naming both.
+pub const CONTRACT_VERSION: &str = "0.2.0";
+const CONTRACT_PACKAGE: &str = "spillway:connector";
+
 /// How often the epoch advances: the granularity of per-call CPU bounds.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -112,7 +117,27 @@ impl Runtime {
         limits: &Limits,
     ) -> Result<PluginInstance> {
         capabilities::check_imports(&self.inner.engine, component, grants)?;
+        check_contract(&self.inner.engine, component)?;
         PluginInstance::new(&self.inner.engine, &self.inner.linker, component, name, grants, limits)
+    }
+}
+
+/// Refuses a component built against another version of the contract, or
+/// against none, before linking would fail with a less helpful message.
+fn check_contract(engine: &Engine, component: &Component) -> Result<()> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let ours = format!("{CONTRACT_PACKAGE}/sink-task@{CONTRACT_VERSION}");
+    if names.contains(&ours) {
+        return Ok(());
+    }
+    let prefix = format!("{CONTRACT_PACKAGE}/sink-task@");
+    match names.iter().find_map(|n| n.strip_prefix(&prefix)) {
+        Some(theirs) => Err(anyhow!(
+            "plugin was built against contract {CONTRACT_PACKAGE}@{theirs}, but this host speaks \
+             {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it with a matching spillway-sdk"
+        )),
+        None => Err(anyhow!("not a sink plugin: the component exports no {CONTRACT_PACKAGE}/sink-task interface")),
     }
 }
 

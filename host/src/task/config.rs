@@ -55,11 +55,6 @@ pub struct ErrorPolicy {
     /// as rejected; `None` retries without a time bound.
     pub retry_timeout: Option<Duration>,
     pub retry_delay_max: Duration,
-    /// The broker archives a share-group record after this many deliveries
-    /// (`group.share.delivery.count.limit`). The host rejects a still-failing
-    /// record on its last delivery instead, so that it reaches the DLQ rather
-    /// than vanishing.
-    pub delivery_count_limit: u16,
 }
 
 /// A problem with one key, as Connect's validation reports it.
@@ -140,7 +135,6 @@ impl ConnectorConfig {
             dlq_context_headers: p.boolean("errors.deadletterqueue.context.headers.enable", true),
             retry_timeout: (retry_timeout_ms >= 0).then(|| Duration::from_millis(retry_timeout_ms as u64)),
             retry_delay_max: Duration::from_millis(p.number("errors.retry.delay.max.ms", 60_000)),
-            delivery_count_limit: p.number("share.delivery.count.limit", 5),
         };
 
         let limits = Limits {

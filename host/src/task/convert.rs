@@ -2,8 +2,15 @@
 
 use crate::kafka::{ConsumedRecord, TimestampType};
 use crate::runtime::bindings::{self, Header, SinkRecord};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub fn to_sink_record(id: u64, r: &ConsumedRecord) -> SinkRecord {
+/// `now` is the wall clock at conversion, to turn the lock's deadline into
+/// the Unix time the plugin sees.
+pub fn to_sink_record(id: u64, r: &ConsumedRecord, now: SystemTime) -> SinkRecord {
+    let lock_deadline = r.lock_expires_at.map(|at| {
+        let at = now + at.saturating_duration_since(Instant::now());
+        at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    });
     SinkRecord {
         id,
         topic: r.topic.clone(),
@@ -23,5 +30,6 @@ pub fn to_sink_record(id: u64, r: &ConsumedRecord) -> SinkRecord {
             .map(|(key, value)| Header { key: key.clone(), value: value.as_ref().map(|b| b.to_vec()) })
             .collect(),
         delivery_count: r.delivery_count,
+        lock_deadline,
     }
 }

@@ -5,6 +5,15 @@ use crate::kafka::ConsumedRecord;
 use crate::kafka::producer::{OutgoingRecord, Producer};
 use anyhow::Result;
 
+/// Where a record failed, as Connect's `__connect.errors.stage` names it.
+#[derive(Clone, Copy, Debug)]
+pub enum Stage {
+    /// Fetched but undecodable (a corrupt record batch).
+    Consume,
+    /// Rejected by the plugin, or still failing when retries ran out.
+    Put,
+}
+
 pub struct DeadLetterQueue {
     pub producer: Producer,
     pub topic: String,
@@ -15,9 +24,13 @@ pub struct DeadLetterQueue {
 
 impl DeadLetterQueue {
     /// Returns once the broker has the record.
-    pub async fn send(&self, record: &ConsumedRecord, reason: &str) -> Result<()> {
+    pub async fn send(&self, record: &ConsumedRecord, reason: &str, stage: Stage) -> Result<()> {
         let mut headers: Vec<(String, Option<Vec<u8>>)> =
             record.headers.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|b| b.to_vec()))).collect();
+        let stage_name = match stage {
+            Stage::Consume => "KAFKA_CONSUME",
+            Stage::Put => "TASK_PUT",
+        };
         if self.context_headers {
             let context = [
                 ("__connect.errors.topic", record.topic.clone()),
@@ -25,7 +38,7 @@ impl DeadLetterQueue {
                 ("__connect.errors.offset", record.offset.to_string()),
                 ("__connect.errors.connector.name", self.connector.clone()),
                 ("__connect.errors.task.id", self.task.to_string()),
-                ("__connect.errors.stage", "TASK_PUT".into()),
+                ("__connect.errors.stage", stage_name.into()),
                 ("__connect.errors.class.name", "spillway.plugin.RecordRejected".into()),
                 ("__connect.errors.exception.class.name", "spillway.plugin.RecordRejected".into()),
                 ("__connect.errors.exception.message", reason.to_string()),

@@ -1,5 +1,7 @@
 //! Per-task counters, read by the run summary and `GET /metrics`.
 
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -18,6 +20,19 @@ pub struct TaskMetrics {
     /// revoked): those records are redelivered.
     pub ack_refused: AtomicU64,
     pub commit_failures: AtomicU64,
+    /// Records put again after `put()` asked for a retry (kept by the task,
+    /// not released).
+    pub retried: AtomicU64,
+    /// Share groups: records the broker archives unwritten (rejected without
+    /// a dead-letter queue, or released on their last delivery).
+    pub archived: AtomicU64,
+    /// Share groups: records a broker sent again while the task held them,
+    /// not handed to the plugin twice.
+    pub resent_while_held: AtomicU64,
+    /// Flushes the host asked for, by [`FlushCause`].
+    pub flushes: [AtomicU64; FlushCause::ALL.len()],
+    /// Share groups: the broker's delivery rules as the task found them.
+    pub share_delivery: OnceLock<ShareDelivery>,
     pub plugin_memory_bytes: AtomicU64,
     /// Cumulative counts per bucket of `PUT_LATENCY_BUCKETS` (plus +Inf).
     pub put_latency_buckets: [AtomicU64; PUT_LATENCY_BUCKETS.len() + 1],
@@ -25,7 +40,56 @@ pub struct TaskMetrics {
     pub put_calls: AtomicU64,
 }
 
+/// How a share-group task treats a record's deliveries, for its status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareDelivery {
+    /// The broker archives a record after this many deliveries; the task
+    /// rejects a still-failing record on its last one instead (to the DLQ).
+    pub delivery_count_limit: u16,
+    /// Where the limit came from (the group's config, the broker's, or
+    /// Kafka's default when the broker does not say).
+    pub limit_source: String,
+    /// What happens to the locks of records held or retried for long.
+    pub locks: String,
+}
+
+/// Why the host asked the plugin to flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushCause {
+    /// A held record waited `flush.interval.ms`.
+    Timer,
+    /// The broker handed out nothing new while records were held: its
+    /// in-flight cap (`group.share.partition.max.record.locks`), or the end
+    /// of the log.
+    Cap,
+    /// A held record's acquisition lock was about to run out.
+    Lock,
+    /// The task is stopping.
+    Stop,
+}
+
+impl FlushCause {
+    pub const ALL: [FlushCause; 4] = [FlushCause::Timer, FlushCause::Cap, FlushCause::Lock, FlushCause::Stop];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FlushCause::Timer => "timer",
+            FlushCause::Cap => "cap",
+            FlushCause::Lock => "lock",
+            FlushCause::Stop => "stop",
+        }
+    }
+}
+
 impl TaskMetrics {
+    pub fn count_flush(&self, cause: FlushCause) {
+        self.flushes[cause as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn flushes(&self, cause: FlushCause) -> u64 {
+        self.flushes[cause as usize].load(Relaxed)
+    }
+
     pub fn observe_put(&self, elapsed: Duration, records: usize) {
         self.put.fetch_add(records as u64, Relaxed);
         self.put_calls.fetch_add(1, Relaxed);

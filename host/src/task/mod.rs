@@ -3,12 +3,13 @@
 pub mod config;
 mod convert;
 mod dead_letter;
+mod in_flight;
 pub mod metrics;
 mod run;
 mod source;
 
 pub use config::{ConnectorConfig, GroupProtocol, Tolerance, WorkerDefaults};
-pub use metrics::TaskMetrics;
+pub use metrics::{FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{TaskExit, TaskLoop};
 
 use crate::kafka::classic::ClassicSource;
@@ -17,9 +18,11 @@ use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::runtime::{Plugin, Runtime};
 use anyhow::{Context, Result, anyhow};
 use dead_letter::DeadLetterQueue;
+use in_flight::InFlight;
+use run::PluginSlot;
 use source::Source;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What a task needs to start.
 pub struct TaskSpec {
@@ -58,9 +61,20 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             share.topics = config.topics.clone();
             share.client_id = format!("spillway-{name}");
             share.max_records = config.batch_max_records as i32;
-            Source::Share(Box::new(ShareConsumer::connect(share).await.context("joining the share group")?))
+            let consumer = ShareConsumer::connect(share).await.context("joining the share group")?;
+            let limit = consumer.delivery_limit();
+            tracing::info!(task = name, limit = limit.limit, source = limit.source, "share delivery count limit");
+            let _ = spec.metrics.share_delivery.set(ShareDelivery {
+                delivery_count_limit: limit.limit,
+                limit_source: limit.source.clone(),
+                locks: "a record held or retried is flushed or released shortly before its acquisition lock runs \
+                        out: this client does not renew locks (KIP-1222)"
+                    .into(),
+            });
+            Source::Share(Box::new(consumer))
         }
     };
+    let delivery_limit = spec.metrics.share_delivery.get().map(|d| d.delivery_count_limit);
 
     let dlq = match &config.errors.dlq_topic {
         Some(topic) => Some(DeadLetterQueue {
@@ -77,14 +91,12 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         name,
         config,
         source,
-        plugin: Some(instance),
+        plugin: PluginSlot { instance: Some(instance), interrupt_on: None, metrics: spec.metrics.clone() },
         dlq,
         metrics: spec.metrics,
-        in_flight: HashMap::new(),
-        held: BTreeMap::new(),
-        first_retry: HashMap::new(),
-        next_id: 0,
-        consecutive_retries: 0,
-        interrupt_on: None,
+        records: InFlight::default(),
+        failed_rounds: 0,
+        delivery_limit,
+        last_commit: Instant::now(),
     })
 }

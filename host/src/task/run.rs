@@ -2,16 +2,21 @@
 //! commit. A record is acknowledged only after the plugin gave its outcome
 //! (or, if held, after a flush settled it), so a crash at any point means
 //! redelivery, never loss.
+//!
+//! The next batch is fetched while `put()` runs. A batch that fails in a way
+//! that may pass is kept and put again after a backoff, as Connect retries,
+//! and handed back to the broker (RELEASE, which costs a delivery) only when
+//! its locks are about to run out.
 
 use super::config::{ConnectorConfig, Tolerance};
 use super::convert::to_sink_record;
-use super::dead_letter::DeadLetterQueue;
-use super::metrics::TaskMetrics;
+use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
+use super::in_flight::{InFlight, Stage};
+use super::metrics::{FlushCause, TaskMetrics};
 use super::source::Source;
 use crate::kafka::{AckType, ConsumedRecord};
-use crate::runtime::bindings::{Outcome, TaskError};
+use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, TaskError};
 use crate::runtime::{PluginError, PluginInstance};
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -20,8 +25,15 @@ use tokio_util::sync::CancellationToken;
 /// How long one poll waits for records before the loop checks flushes and
 /// stop requests again.
 const POLL_TIMEOUT: Duration = Duration::from_millis(200);
-/// A held record is flushed when its acquisition lock has less than this left.
+/// A held or retried record is flushed or handed back when its acquisition
+/// lock has less than this left.
 const LOCK_SAFETY_MARGIN: Duration = Duration::from_secs(5);
+/// Acknowledgements ride on the next fetch; commits that report on them (and
+/// classic offset commits) happen when the loop idles, and at least this often.
+const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// The first pause before a failed batch is put again; it doubles per failed
+/// round, up to `errors.retry.delay.max.ms`.
+const FIRST_RETRY_BACKOFF: Duration = Duration::from_millis(300);
 
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +46,10 @@ pub enum TaskExit {
 /// A task failure on its way out of the loop.
 struct Failure(String);
 
-impl<E: std::fmt::Display> From<E> for Failure {
-    fn from(e: E) -> Self {
-        Failure(e.to_string())
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        // The whole chain: "consuming: broker: Unknown topic", not "consuming".
+        Failure(format!("{e:#}"))
     }
 }
 
@@ -44,83 +57,127 @@ pub struct TaskLoop {
     pub(super) name: String,
     pub(super) config: Arc<ConnectorConfig>,
     pub(super) source: Source,
-    /// `None` only while a call runs on the blocking pool.
-    pub(super) plugin: Option<PluginInstance>,
+    pub(super) plugin: PluginSlot,
     pub(super) dlq: Option<DeadLetterQueue>,
     pub(super) metrics: Arc<TaskMetrics>,
-    /// Records given to the plugin and not yet acknowledged, by delivery id.
-    pub(super) in_flight: HashMap<u64, ConsumedRecord>,
-    /// Held records (a subset of `in_flight`), with when they were held.
-    pub(super) held: BTreeMap<u64, Instant>,
-    /// When a record first asked to be retried, for `errors.retry.timeout`.
-    pub(super) first_retry: HashMap<(String, i32, i64), Instant>,
-    pub(super) next_id: u64,
-    pub(super) consecutive_retries: u32,
-    /// While set, a plugin call still running when this is cancelled is
-    /// interrupted: stopping does not wait out a stuck `put()`.
-    pub(super) interrupt_on: Option<CancellationToken>,
+    pub(super) records: InFlight,
+    /// Consecutive rounds of `put()` that asked for a retry.
+    pub(super) failed_rounds: u32,
+    /// Share groups: the broker archives a record after this many deliveries.
+    pub(super) delivery_limit: Option<u16>,
+    pub(super) last_commit: Instant,
 }
 
 impl TaskLoop {
     /// Runs until `stop` is cancelled or the task fails, then hands back
     /// every record it did not finish (RELEASE) and commits.
     pub async fn run(mut self, stop: CancellationToken) -> TaskExit {
-        self.interrupt_on = Some(stop.clone());
+        self.plugin.interrupt_on = Some(stop.clone());
         let exit = match self.iterate_until(&stop).await {
             Ok(()) => TaskExit::Stopped,
             Err(Failure(trace)) => TaskExit::Failed(trace),
         };
-        self.interrupt_on = None;
+        self.plugin.interrupt_on = None;
         self.shut_down(exit == TaskExit::Stopped).await;
         exit
     }
 
     async fn iterate_until(&mut self, stop: &CancellationToken) -> Result<(), Failure> {
+        let mut prefetched: Option<Vec<ConsumedRecord>> = None;
         loop {
-            let polled = tokio::select! {
-                _ = stop.cancelled() => return Ok(()),
-                polled = self.source.poll(POLL_TIMEOUT) => polled?,
+            if stop.is_cancelled() {
+                return Ok(());
+            }
+            if self.records.is_retrying() {
+                self.retry(stop).await?;
+                continue;
+            }
+            let polled = match prefetched.take() {
+                Some(records) => records,
+                None => tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    polled = self.source.poll(POLL_TIMEOUT) => polled?,
+                },
             };
-            if !polled.is_empty() {
-                self.metrics.polled.fetch_add(polled.len() as u64, Relaxed);
-                self.deliver(polled).await?;
-                if stop.is_cancelled() {
-                    // Maybe interrupted mid-put; shutting down settles the rest.
-                    return Ok(());
+            self.count_polled(&polled);
+            let idle = polled.is_empty();
+            if !idle {
+                prefetched = self.deliver(polled, true).await?;
+                if self.records.is_retrying()
+                    && let Some(next) = prefetched.take()
+                {
+                    // Put with the failed batch once the target is back.
+                    self.admit(next, Stage::Waiting).await?;
                 }
             }
-            self.flush_if_due(false).await?;
-            self.commit().await;
-            if self.consecutive_retries > 0 {
-                // Pause consumption before the released records come back.
-                let backoff = Duration::from_millis(100 << self.consecutive_retries.min(10))
-                    .min(self.config.errors.retry_delay_max);
-                tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(backoff) => {}
-                }
+            self.flush_if_due(idle).await?;
+            if idle || self.last_commit.elapsed() >= COMMIT_INTERVAL {
+                self.commit().await;
             }
         }
     }
 
-    /// One batch through `put()` and its outcomes.
-    async fn deliver(&mut self, records: Vec<ConsumedRecord>) -> Result<(), Failure> {
-        let mut ids = Vec::with_capacity(records.len());
-        let mut batch = Vec::with_capacity(records.len());
-        for record in records {
-            let id = self.next_id;
-            self.next_id += 1;
-            batch.push(to_sink_record(id, &record));
-            self.in_flight.insert(id, record);
-            ids.push(id);
-        }
+    fn count_polled(&self, polled: &[ConsumedRecord]) {
+        self.metrics.polled.fetch_add(polled.len() as u64, Relaxed);
+        self.metrics.resent_while_held.store(self.source.resent_while_held(), Relaxed);
+    }
 
+    /// One batch through `put()` and its outcomes. With `prefetch`, the next
+    /// batch is fetched while the plugin works, and returned.
+    async fn deliver(
+        &mut self,
+        records: Vec<ConsumedRecord>,
+        prefetch: bool,
+    ) -> Result<Option<Vec<ConsumedRecord>>, Failure> {
+        let ids = self.admit(records, Stage::Delivered).await?;
+        self.put(ids, prefetch).await
+    }
+
+    /// Takes fetched records into the task at `stage`; one that could not be
+    /// decoded goes straight to rejection, as no plugin could write it.
+    async fn admit(&mut self, records: Vec<ConsumedRecord>, stage: Stage) -> Result<Vec<u64>, Failure> {
+        let mut ids = Vec::with_capacity(records.len());
+        for record in records {
+            let unreadable = record.undecodable.clone();
+            let id = self.records.admit(record, stage.clone());
+            match unreadable {
+                Some(reason) => self.reject(id, reason, ErrorStage::Consume).await?,
+                None => ids.push(id),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Puts the records `ids` (in the task already) and applies the outcomes.
+    async fn put(&mut self, ids: Vec<u64>, prefetch: bool) -> Result<Option<Vec<ConsumedRecord>>, Failure> {
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let deadlines = std::time::SystemTime::now();
+        let batch: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.records.get(*id).map(|t| to_sink_record(*id, &t.record, deadlines)))
+            .collect();
         let started = Instant::now();
-        let result = self.call(move |plugin| plugin.put(&batch)).await;
+        let (result, next) = if prefetch {
+            // Disjoint fields: the plugin works while the source fetches.
+            let (result, next) =
+                tokio::join!(self.plugin.call(move |plugin| plugin.put(&batch)), self.source.poll(POLL_TIMEOUT));
+            (result, Some(next))
+        } else {
+            (self.plugin.call(move |plugin| plugin.put(&batch)).await, None)
+        };
         let elapsed = started.elapsed();
         self.metrics.observe_put(elapsed, ids.len());
         self.warn_if_put_nears_lock(&ids, elapsed);
+        self.apply(ids, result).await?;
+        match next {
+            Some(polled) => Ok(Some(polled?)),
+            None => Ok(None),
+        }
+    }
 
+    async fn apply(&mut self, ids: Vec<u64>, result: Result<PutReport, PluginError>) -> Result<(), Failure> {
         match result {
             Ok(report) => {
                 if report.outcomes.len() != ids.len() {
@@ -135,18 +192,16 @@ impl TaskLoop {
                     any_retry |= matches!(outcome, Outcome::Retry(_));
                     self.settle(id, outcome).await?;
                 }
-                for settlement in report.settled {
-                    self.settle_held(settlement.id, settlement.outcome).await?;
-                }
-                self.consecutive_retries = if any_retry { self.consecutive_retries + 1 } else { 0 };
+                self.settle_held(report.settled).await?;
+                self.failed_rounds = if any_retry { self.failed_rounds + 1 } else { 0 };
                 Ok(())
             }
             Err(PluginError::Task(TaskError::Retriable(reason))) => {
-                tracing::warn!(task = self.name, %reason, "put failed, releasing the batch for retry");
+                tracing::warn!(task = self.name, %reason, records = ids.len(), "put failed; will retry the batch");
                 for id in ids {
-                    self.settle(id, Outcome::Retry(reason.clone())).await?;
+                    self.keep_for_retry(id, &reason);
                 }
-                self.consecutive_retries += 1;
+                self.failed_rounds += 1;
                 Ok(())
             }
             // Stopping: the batch stays unacknowledged and is released on the way out.
@@ -163,69 +218,141 @@ impl TaskLoop {
                 self.metrics.accepted.fetch_add(1, Relaxed);
             }
             Outcome::Hold => {
-                self.held.entry(id).or_insert_with(Instant::now);
-            }
-            Outcome::Retry(reason) => {
-                let Some(record) = self.in_flight.get(&id).cloned() else { return Ok(()) };
-                if let Some(why) = self.retries_exhausted(&record) {
-                    return self.reject(id, format!("{reason} ({why})")).await;
+                if !matches!(self.records.get(id).map(|t| &t.stage), Some(Stage::Held { .. })) {
+                    self.records.set_stage(id, Stage::Held { since: Instant::now() });
                 }
-                self.acknowledge(id, AckType::Release);
-                self.metrics.released.fetch_add(1, Relaxed);
             }
-            Outcome::Reject(reason) => self.reject(id, reason).await?,
+            Outcome::Retry(reason) => self.keep_for_retry(id, &reason),
+            Outcome::Reject(reason) => self.reject(id, reason, ErrorStage::Put).await?,
         }
         Ok(())
     }
 
-    /// A settlement of an earlier held record; unknown ids are the plugin's
-    /// mistake and are ignored, "hold" keeps the record held.
-    async fn settle_held(&mut self, id: u64, outcome: Outcome) -> Result<(), Failure> {
-        if !self.held.contains_key(&id) {
-            tracing::warn!(task = self.name, id, "plugin settled a record it did not hold");
+    /// Settlements of earlier held records; unknown ids are the plugin's
+    /// mistake and are ignored.
+    async fn settle_held(&mut self, settlements: Vec<Settlement>) -> Result<(), Failure> {
+        for Settlement { id, outcome } in settlements {
+            if !matches!(self.records.get(id).map(|t| &t.stage), Some(Stage::Held { .. })) {
+                tracing::warn!(task = self.name, id, "plugin settled a record it did not hold");
+                continue;
+            }
+            self.settle(id, outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// The record stays with the task, to be put again; its first failure
+    /// starts `errors.retry.timeout`.
+    fn keep_for_retry(&mut self, id: u64, reason: &str) {
+        let since = match self.records.get(id).map(|t| &t.stage) {
+            Some(Stage::Retrying { since, .. }) => *since,
+            _ => Instant::now(),
+        };
+        self.records.set_stage(id, Stage::Retrying { since, reason: reason.to_string() });
+    }
+
+    /// One round of local retries: give up on what cannot wait any longer,
+    /// back off, put the rest again. No new records are fetched meanwhile.
+    async fn retry(&mut self, stop: &CancellationToken) -> Result<(), Failure> {
+        let now = Instant::now();
+        let mut again = Vec::new();
+        let mut soonest_lock: Option<Duration> = None;
+        let mut failed_before = 0;
+        let waiting: Vec<Attempt> = self
+            .records
+            .retrying()
+            .map(|(id, t)| {
+                let (failed_since, reason) = match &t.stage {
+                    Stage::Retrying { since, reason } => (Some(*since), reason.clone()),
+                    _ => (None, "not yet put: fetched while the target failed".to_string()),
+                };
+                Attempt { id, lock_left: t.lock_left(now), failed_since, reason, delivery: t.record.delivery_count }
+            })
+            .collect();
+        for Attempt { id, lock_left, failed_since, reason, delivery } in waiting {
+            let lock_margin = lock_left.map(|left| left.saturating_sub(LOCK_SAFETY_MARGIN));
+            let failed_for = failed_since.map(|s| s.elapsed());
+            match (lock_margin, self.config.errors.retry_timeout) {
+                (Some(Duration::ZERO), _) => self.hand_back(id, &reason, delivery).await?,
+                (_, Some(timeout)) if failed_for.is_some_and(|f| f >= timeout) => {
+                    let failed_for = failed_for.unwrap_or_default().as_millis();
+                    let why = format!("{reason} (retried for {failed_for} ms, errors.retry.timeout)");
+                    self.reject(id, why, ErrorStage::Put).await?;
+                }
+                _ => {
+                    soonest_lock = match (soonest_lock, lock_margin) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    failed_before += usize::from(failed_since.is_some());
+                    again.push(id);
+                }
+            }
+        }
+        // What was settled so far goes out before the pause.
+        self.commit().await;
+        if again.is_empty() {
+            self.failed_rounds = 0;
             return Ok(());
         }
-        if !matches!(outcome, Outcome::Hold) {
-            self.held.remove(&id);
+        let mut backoff = FIRST_RETRY_BACKOFF
+            .saturating_mul(1 << self.failed_rounds.saturating_sub(1).min(16))
+            .min(self.config.errors.retry_delay_max);
+        if let Some(lock) = soonest_lock {
+            backoff = backoff.min(lock);
         }
-        self.settle(id, outcome).await
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        self.metrics.retried.fetch_add(failed_before as u64, Relaxed);
+        self.put(again, false).await?;
+        self.flush_if_due(false).await
     }
 
-    fn retries_exhausted(&mut self, record: &ConsumedRecord) -> Option<String> {
-        let policy = &self.config.errors;
-        if record.lock_expires_at.is_some() && record.delivery_count >= policy.delivery_count_limit {
-            return Some(format!("delivery {} of at most {}", record.delivery_count, policy.delivery_count_limit));
-        }
-        let key = (record.topic.clone(), record.partition, record.offset);
-        let since = *self.first_retry.entry(key).or_insert_with(Instant::now);
-        match policy.retry_timeout {
-            Some(timeout) if since.elapsed() >= timeout => {
-                Some(format!("retried for {} ms, errors.retry.timeout", since.elapsed().as_millis()))
+    /// A record still failing whose lock is about to run out: released for
+    /// redelivery, or, on the broker's last delivery, rejected (to the DLQ)
+    /// rather than released into archival.
+    async fn hand_back(&mut self, id: u64, reason: &str, delivery: u16) -> Result<(), Failure> {
+        match self.delivery_limit {
+            Some(limit) if delivery >= limit => {
+                let why = format!("{reason} (still failing on delivery {delivery} of at most {limit})");
+                self.reject(id, why, ErrorStage::Put).await
             }
-            _ => None,
+            _ => {
+                self.acknowledge(id, AckType::Release);
+                self.metrics.released.fetch_add(1, Relaxed);
+                Ok(())
+            }
         }
     }
 
-    /// A record the plugin can never write: to the DLQ and REJECT under
+    /// A record that can never be written: to the DLQ and REJECT under
     /// `errors.tolerance=all`, otherwise the task fails (and the record is
     /// released on the way out, not lost).
-    async fn reject(&mut self, id: u64, reason: String) -> Result<(), Failure> {
-        let Some(record) = self.in_flight.get(&id) else { return Ok(()) };
+    async fn reject(&mut self, id: u64, reason: String, stage: ErrorStage) -> Result<(), Failure> {
+        let Some(tracked) = self.records.get(id) else { return Ok(()) };
+        let record = &tracked.record;
         let at = format!("{}-{}@{}", record.topic, record.partition, record.offset);
         if self.config.errors.tolerance == Tolerance::None {
             return Err(Failure(format!(
-                "record {at} rejected by the plugin: {reason} (errors.tolerance=none; set errors.tolerance=all and \
+                "record {at} rejected: {reason} (errors.tolerance=none; set errors.tolerance=all and \
                  errors.deadletterqueue.topic.name to route such records to a dead-letter queue)"
             )));
         }
         match &self.dlq {
             Some(dlq) => {
-                dlq.send(record, &reason)
+                dlq.send(record, &reason, stage)
                     .await
-                    .map_err(|e| Failure(format!("writing {at} to the dead-letter queue: {e}")))?;
+                    .map_err(|e| Failure(format!("writing {at} to the dead-letter queue: {e:#}")))?;
                 self.metrics.dead_lettered.fetch_add(1, Relaxed);
             }
-            None => tracing::warn!(task = self.name, record = at, %reason, "record rejected (no dead-letter queue)"),
+            None => {
+                tracing::warn!(task = self.name, record = at, %reason, "record rejected (no dead-letter queue): dropped");
+                if record.lock_expires_at.is_some() {
+                    self.metrics.archived.fetch_add(1, Relaxed);
+                }
+            }
         }
         self.acknowledge(id, AckType::Reject);
         self.metrics.rejected.fetch_add(1, Relaxed);
@@ -233,11 +360,19 @@ impl TaskLoop {
     }
 
     fn acknowledge(&mut self, id: u64, ack: AckType) {
-        let Some(record) = self.in_flight.remove(&id) else { return };
-        self.held.remove(&id);
-        // Checked first: the key costs an allocation, and this runs per record.
-        if ack != AckType::Release && !self.first_retry.is_empty() {
-            self.first_retry.remove(&(record.topic.clone(), record.partition, record.offset));
+        let Some(record) = self.records.remove(id) else { return };
+        if ack == AckType::Release
+            && let Some(limit) = self.delivery_limit
+            && record.delivery_count >= limit
+        {
+            // The broker archives it: no DLQ will see it.
+            tracing::warn!(
+                task = self.name,
+                record = format!("{}-{}@{}", record.topic, record.partition, record.offset),
+                "released on its last delivery ({} of {limit}): the broker archives it unwritten",
+                record.delivery_count
+            );
+            self.metrics.archived.fetch_add(1, Relaxed);
         }
         if let Err(e) = self.source.acknowledge(&record, ack) {
             // No longer ours: the broker delivers it again, so nothing is lost.
@@ -246,30 +381,43 @@ impl TaskLoop {
         }
     }
 
-    /// Asks the plugin to flush when a held record has waited a flush interval
-    /// or its lock is about to run out (or the task is stopping).
-    async fn flush_if_due(&mut self, stopping: bool) -> Result<(), Failure> {
-        let Some(oldest) = self.held.values().min().copied() else { return Ok(()) };
-        let lock_ending = self.held.keys().any(|id| {
-            self.in_flight
-                .get(id)
-                .and_then(|r| r.lock_expires_at)
-                .is_some_and(|expiry| expiry.saturating_duration_since(Instant::now()) < LOCK_SAFETY_MARGIN)
-        });
-        if !(stopping || lock_ending || oldest.elapsed() >= self.config.flush_interval) {
+    /// Asks the plugin to flush when records are held and the broker gave
+    /// nothing new (`idle`: its in-flight cap, or the end of the log), when a
+    /// held record's lock is about to run out, or when one has waited a flush
+    /// interval.
+    async fn flush_if_due(&mut self, idle: bool) -> Result<(), Failure> {
+        if !self.records.is_holding() {
             return Ok(());
         }
-        match self.call(|plugin| plugin.flush()).await {
-            Ok(settlements) => {
-                for s in settlements {
-                    self.settle_held(s.id, s.outcome).await?;
-                }
-                Ok(())
+        if idle {
+            return self.flush(FlushCause::Cap, FlushScope::All).await;
+        }
+        let now = Instant::now();
+        let mut lock_ending = false;
+        let mut due = Vec::new();
+        for (id, tracked) in self.records.held() {
+            let Stage::Held { since } = tracked.stage else { continue };
+            let ending = tracked.lock_left(now).is_some_and(|left| left < LOCK_SAFETY_MARGIN);
+            if ending || now.duration_since(since) >= self.config.flush_interval {
+                lock_ending |= ending;
+                due.push(id);
             }
+        }
+        match (due.is_empty(), lock_ending) {
+            (true, _) => Ok(()),
+            (false, true) => self.flush(FlushCause::Lock, FlushScope::Records(due)).await,
+            (false, false) => self.flush(FlushCause::Timer, FlushScope::Records(due)).await,
+        }
+    }
+
+    async fn flush(&mut self, cause: FlushCause, scope: FlushScope) -> Result<(), Failure> {
+        self.metrics.count_flush(cause);
+        match self.plugin.call(move |plugin| plugin.flush(&scope)).await {
+            Ok(settlements) => self.settle_held(settlements).await,
             Err(PluginError::Task(TaskError::Retriable(reason))) => {
                 // Held records stay unacknowledged; if their locks run out they
                 // are redelivered.
-                tracing::warn!(task = self.name, %reason, "flush failed, will try again");
+                tracing::warn!(task = self.name, %reason, ?cause, "flush failed, will try again");
                 Ok(())
             }
             Err(PluginError::Interrupted) => Ok(()),
@@ -278,18 +426,20 @@ impl TaskLoop {
     }
 
     async fn commit(&mut self) {
+        self.last_commit = Instant::now();
         if let Err(e) = self.source.commit().await {
             self.metrics.commit_failures.fetch_add(1, Relaxed);
-            tracing::warn!(task = self.name, error = %e, "commit failed; uncommitted records will be redelivered");
+            tracing::warn!(
+                task = self.name,
+                error = format!("{e:#}"),
+                "commit failed; uncommitted records will be redelivered"
+            );
         }
     }
 
     fn warn_if_put_nears_lock(&self, ids: &[u64], elapsed: Duration) {
-        let remaining = ids
-            .iter()
-            .filter_map(|id| self.in_flight.get(id)?.lock_expires_at)
-            .map(|expiry| expiry.saturating_duration_since(Instant::now()))
-            .min();
+        let now = Instant::now();
+        let remaining = ids.iter().filter_map(|id| self.records.get(*id)?.lock_left(now)).min();
         if let Some(remaining) = remaining
             && remaining < elapsed
         {
@@ -303,13 +453,65 @@ impl TaskLoop {
         }
     }
 
+    /// On a clean stop, flush first so held records can be accepted; then
+    /// release everything unfinished, commit, stop the plugin, leave the group.
+    async fn shut_down(mut self, clean: bool) {
+        // An interrupted or failed instance cannot flush or stop any more.
+        let clean = clean && self.plugin.is_usable();
+        if clean
+            && self.records.is_holding()
+            && let Err(Failure(e)) = self.flush(FlushCause::Stop, FlushScope::All).await
+        {
+            tracing::warn!(task = self.name, error = e, "final flush failed");
+        }
+        for id in self.records.ids() {
+            self.acknowledge(id, AckType::Release);
+        }
+        self.commit().await;
+        if let Err(e) = self.plugin.call(|plugin| plugin.stop()).await
+            && clean
+        {
+            tracing::warn!(task = self.name, error = %e, "plugin stop failed");
+        }
+        if let Err(e) = self.source.close().await {
+            tracing::warn!(task = self.name, error = format!("{e:#}"), "closing the consumer failed");
+        }
+    }
+}
+
+/// A record waiting to be put again, as a retry round sees it.
+struct Attempt {
+    id: u64,
+    lock_left: Option<Duration>,
+    /// When it first failed; `None` if it was never put (fetched behind a
+    /// failed batch).
+    failed_since: Option<Instant>,
+    reason: String,
+    delivery: u16,
+}
+
+/// The task's plugin instance, lent to the blocking pool for each call.
+pub(super) struct PluginSlot {
+    /// `None` only while a call runs.
+    pub instance: Option<PluginInstance>,
+    /// While set, a plugin call still running when this is cancelled is
+    /// interrupted: stopping does not wait out a stuck `put()`.
+    pub interrupt_on: Option<CancellationToken>,
+    pub metrics: Arc<TaskMetrics>,
+}
+
+impl PluginSlot {
+    fn is_usable(&self) -> bool {
+        self.instance.as_ref().is_some_and(PluginInstance::is_usable)
+    }
+
     /// Runs a plugin call on the blocking pool: wasm runs synchronously and
     /// may take up to its call timeout.
     async fn call<R: Send + 'static>(
         &mut self,
         f: impl FnOnce(&mut PluginInstance) -> Result<R, PluginError> + Send + 'static,
     ) -> Result<R, PluginError> {
-        let mut plugin = self.plugin.take().ok_or(PluginError::Poisoned)?;
+        let mut plugin = self.instance.take().ok_or(PluginError::Poisoned)?;
         let interrupter = plugin.interrupter();
         let mut call = tokio::task::spawn_blocking(move || {
             let result = f(&mut plugin);
@@ -330,30 +532,7 @@ impl TaskLoop {
         };
         let (plugin, result) = joined.expect("a plugin call panicked in the host");
         self.metrics.plugin_memory_bytes.store(plugin.memory_bytes() as u64, Relaxed);
-        self.plugin = Some(plugin);
+        self.instance = Some(plugin);
         result
-    }
-
-    /// On a clean stop, flush first so held records can be accepted; then
-    /// release everything unfinished, commit, stop the plugin, leave the group.
-    async fn shut_down(mut self, clean: bool) {
-        // An interrupted or failed instance cannot flush or stop any more.
-        let clean = clean && self.plugin.as_ref().is_some_and(PluginInstance::is_usable);
-        if clean && let Err(Failure(e)) = self.flush_if_due(true).await {
-            tracing::warn!(task = self.name, error = e, "final flush failed");
-        }
-        let unfinished: Vec<u64> = self.in_flight.keys().copied().collect();
-        for id in unfinished {
-            self.acknowledge(id, AckType::Release);
-        }
-        self.commit().await;
-        if let Err(e) = self.call(|plugin| plugin.stop()).await
-            && clean
-        {
-            tracing::warn!(task = self.name, error = %e, "plugin stop failed");
-        }
-        if let Err(e) = self.source.close().await {
-            tracing::warn!(task = self.name, error = %e, "closing the consumer failed");
-        }
     }
 }

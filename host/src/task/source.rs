@@ -20,6 +20,15 @@ impl Source {
         }
     }
 
+    /// Share groups: records a broker sent again while we held them, which
+    /// were not handed on (librdkafka's mock repeats held records).
+    pub fn resent_while_held(&self) -> u64 {
+        match self {
+            Source::Share(s) => s.resent_while_held(),
+            Source::Classic(_) => 0,
+        }
+    }
+
     /// Refused when the record is no longer ours (its lock expired, its
     /// partition moved): the broker will deliver it again.
     pub fn acknowledge(&mut self, record: &ConsumedRecord, ack: AckType) -> Result<()> {

@@ -115,6 +115,11 @@ fn producer(bootstrap: &str) -> FutureProducer {
 /// Produce `n` records with keys unique in this process (`<topic>-<seq>`, the
 /// value equal to the key) and return the keys in order.
 pub async fn produce(bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
+    produce_to(bootstrap, topic, None, n).await
+}
+
+/// Like [`produce`], all into `partition` when given.
+pub async fn produce_to(bootstrap: &str, topic: &str, partition: Option<i32>, n: usize) -> Vec<String> {
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     let producer = producer(bootstrap);
     let first = SEQ.fetch_add(n, Ordering::Relaxed);
@@ -122,7 +127,8 @@ pub async fn produce(bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
     let sends = keys.iter().map(|key| {
         let producer = producer.clone();
         async move {
-            let record = FutureRecord::to(topic).key(key.as_str()).payload(key.as_str());
+            let mut record = FutureRecord::to(topic).key(key.as_str()).payload(key.as_str());
+            record.partition = partition;
             producer
                 .send(record, Duration::from_secs(30))
                 .await
@@ -131,5 +137,62 @@ pub async fn produce(bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
         }
     });
     futures::future::join_all(sends).await;
+    keys
+}
+
+/// Checks that every expected key arrived exactly once and nothing else did;
+/// the panic message lists what was missing, repeated or foreign.
+pub fn assert_each_exactly_once(got: &[String], expected: &[String], what: &str) {
+    let counts = count_keys(got);
+    let want: std::collections::BTreeSet<&String> = expected.iter().collect();
+    let missing: Vec<&&String> = want.iter().filter(|k| !counts.contains_key(**k)).collect();
+    let repeated: Vec<(&String, usize)> = counts.iter().filter(|(_, n)| **n > 1).map(|(k, n)| (*k, *n)).collect();
+    let foreign: Vec<&&String> = counts.keys().filter(|k| !want.contains(**k)).collect();
+    assert!(
+        missing.is_empty() && repeated.is_empty() && foreign.is_empty(),
+        "{what}: {} records, {} arrived; {} missing (first {:?}), {} repeated (first {:?}), {} foreign",
+        expected.len(),
+        got.len(),
+        missing.len(),
+        missing.iter().take(3).collect::<Vec<_>>(),
+        repeated.len(),
+        repeated.iter().take(3).collect::<Vec<_>>(),
+        foreign.len(),
+    );
+}
+
+/// Checks that no expected key is missing and returns how many arrivals
+/// were duplicates, for tests that inject a fault and report them.
+pub fn assert_none_lost(got: &[String], expected: &[String], what: &str) -> usize {
+    let counts = count_keys(got);
+    let missing = expected.iter().filter(|k| !counts.contains_key(k)).count();
+    assert_eq!(missing, 0, "{what}: {missing} of {} records lost", expected.len());
+    let duplicates = counts.values().map(|n| n - 1).sum();
+    println!("{what}: {} records, {} arrivals, {duplicates} duplicates", expected.len(), got.len());
+    duplicates
+}
+
+fn count_keys(keys: &[String]) -> std::collections::BTreeMap<&String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for k in keys {
+        *counts.entry(k).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Keys of the JSON lines file-sink wrote to the files in `dir` whose names
+/// start with `prefix`.
+pub fn file_sink_keys(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.file_name().unwrap().to_str().unwrap().starts_with(prefix) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            keys.push(value["key"].as_str().unwrap().to_string());
+        }
+    }
     keys
 }

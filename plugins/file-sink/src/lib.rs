@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value, json};
 use spillway_sdk::{
-    Config, ConfigError, ConfigKey, ConfigType, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord,
-    TaskError,
+    Config, ConfigError, ConfigKey, ConfigType, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink,
+    SinkRecord, TaskError,
 };
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -66,7 +66,9 @@ impl Sink for FileSink {
         Ok(PutReport { outcomes, settled: Vec::new() })
     }
 
-    fn flush(&mut self) -> Result<Vec<Settlement>, TaskError> {
+    /// One file holds every record, so any flush writes out the whole buffer
+    /// and settles every held record, whatever `scope` named.
+    fn flush(&mut self, _scope: FlushScope) -> Result<Vec<Settlement>, TaskError> {
         if self.held.is_empty() {
             return Ok(Vec::new());
         }
@@ -81,7 +83,7 @@ impl Sink for FileSink {
     }
 
     fn stop(&mut self) {
-        if let Err(TaskError::Retriable(e) | TaskError::Fatal(e)) = self.flush() {
+        if let Err(TaskError::Retriable(e) | TaskError::Fatal(e)) = self.flush(FlushScope::All) {
             spillway_sdk::log::error(&format!("final flush failed: {e}"));
         }
     }

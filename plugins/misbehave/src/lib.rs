@@ -8,8 +8,9 @@
 //! | `loop` | never returns |
 //! | `oom` | allocates until memory runs out |
 //! | `reject-odd` | rejects records at odd offsets, accepts the rest |
-//! | `retry-first` | asks to retry a record on its first delivery, accepts it after |
+//! | `retry-first` | asks to retry a record the first time this instance sees it, accepts it after |
 //! | `fail-batch` | fails the whole call with a retriable error |
+//! | `fail-while-file` | fails the whole call with a retriable error while the file `path` exists (a target outage the test ends), accepts otherwise |
 //! | `read-file`, `write-file` | reads / creates the file `path` |
 //! | `connect` | opens a TCP connection to `addr` (ip:port) |
 //! | `env`, `clock`, `random` | reads the environment / wall clock / random bytes |
@@ -18,9 +19,9 @@
 //! reason that says what the probe saw, for the test to check.
 //!
 //! `only.task=N` applies the mode to task N alone (the others accept), and
-//! `record.file=PATH` appends the key of every accepted record to PATH (in a
-//! granted directory; `{task}` becomes the task's number) before accepting it,
-//! for tests to see what arrived.
+//! `record.file=PATH` appends a line `<key>\t<delivery count>` for every
+//! accepted record to PATH (in a granted directory; `{task}` becomes the
+//! task's number) before accepting it, for tests to see what arrived.
 
 use spillway_sdk::{Config, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
 
@@ -28,6 +29,8 @@ pub struct Misbehave {
     mode: String,
     config: Config,
     record_file: Option<std::fs::File>,
+    /// Records seen before, for `retry-first`.
+    seen: std::collections::HashSet<(String, i32, i64)>,
 }
 
 impl Sink for Misbehave {
@@ -52,7 +55,7 @@ impl Sink for Misbehave {
             ),
             None => None,
         };
-        Ok(Misbehave { mode, config, record_file })
+        Ok(Misbehave { mode, config, record_file, seen: Default::default() })
     }
 
     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
@@ -71,7 +74,7 @@ impl Misbehave {
         for (record, outcome) in batch.iter().zip(&report.outcomes) {
             if matches!(outcome, Outcome::Accept) {
                 lines.extend_from_slice(record.key.as_deref().unwrap_or(b"<null>"));
-                lines.push(b'\n');
+                lines.extend_from_slice(format!("\t{}\n", record.delivery_count).as_bytes());
             }
         }
         use std::io::Write;
@@ -103,10 +106,22 @@ impl Misbehave {
             "reject-odd" => Ok(each(&|r| {
                 if r.offset % 2 == 1 { Outcome::Reject(format!("odd offset {}", r.offset)) } else { Outcome::Accept }
             })),
-            "retry-first" => Ok(each(&|r| {
-                if r.delivery_count <= 1 { Outcome::Retry("first delivery".into()) } else { Outcome::Accept }
-            })),
+            "retry-first" => {
+                let seen = &mut self.seen;
+                let outcomes = batch
+                    .iter()
+                    .map(|r| match seen.insert((r.topic.clone(), r.partition, r.offset)) {
+                        true => Outcome::Retry("first attempt".into()),
+                        false => Outcome::Accept,
+                    })
+                    .collect();
+                Ok(PutReport { outcomes, settled: Vec::new() })
+            }
             "fail-batch" => Err(TaskError::Retriable("target unavailable".into())),
+            "fail-while-file" => match std::fs::exists(self.config.get("path").unwrap_or("/outage")) {
+                Ok(false) => Ok(PutReport::accept_all(batch.len())),
+                _ => Err(TaskError::Retriable("target unavailable".into())),
+            },
             "read-file" => probe(match std::fs::read(self.config.get("path").unwrap_or("/etc/passwd")) {
                 Ok(bytes) => format!("read {} bytes", bytes.len()),
                 Err(e) => format!("refused: {e}"),

@@ -25,6 +25,8 @@ pub(crate) struct AckRange {
 
 struct Held {
     expires_at: Instant,
+    /// The broker's delivery count of this acquisition.
+    delivery_count: u16,
     /// The acknowledgement to send, once the application made one.
     ack: Option<i8>,
     /// False for gaps, which the application never sees.
@@ -35,6 +37,16 @@ struct Partition {
     /// The broker whose share session acquired these records.
     node: i32,
     held: BTreeMap<i64, Held>,
+}
+
+/// One offset as a ShareFetch response acquired it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Acquisition {
+    pub offset: i64,
+    pub delivery_count: u16,
+    pub expires_at: Instant,
+    /// When the response arrived.
+    pub received: Instant,
 }
 
 /// Acknowledgements taken out for sending to one broker.
@@ -51,14 +63,31 @@ pub(crate) struct AckTracker {
 }
 
 impl AckTracker {
-    /// Remember an acquired offset. With `preset` the ack is decided already
-    /// (GAP, or RELEASE for what we could not decode) and the application
-    /// never sees the offset.
-    pub fn acquired(&mut self, tp: &TopicPartition, node: i32, offset: i64, expires_at: Instant, preset: Option<i8>) {
+    /// Remember an acquired offset; false when it is not a new acquisition
+    /// but one we hold already, sent again (librdkafka's mock repeats every
+    /// held record in each ShareFetch response), which must not reach the
+    /// application twice. A real redelivery (the lock ran out, the record
+    /// was released) carries a higher delivery count and is new. With
+    /// `preset` the ack is decided already (GAP, or RELEASE for what we
+    /// could not decode) and the application never sees the offset.
+    pub fn acquired(&mut self, tp: &TopicPartition, node: i32, at: Acquisition, preset: Option<i8>) -> bool {
         let part = self.parts.entry(tp.clone()).or_insert_with(|| Partition { node, held: BTreeMap::new() });
+        if let Some(held) = part.held.get(&at.offset)
+            && held.expires_at > at.received
+            && at.delivery_count <= held.delivery_count
+            && part.node == node
+        {
+            return false;
+        }
         part.node = node;
-        let held = Held { expires_at, ack: preset, visible: preset.is_none() };
-        part.held.insert(offset, held);
+        let held = Held {
+            expires_at: at.expires_at,
+            delivery_count: at.delivery_count,
+            ack: preset,
+            visible: preset.is_none(),
+        };
+        part.held.insert(at.offset, held);
+        true
     }
 
     /// Record the application's acknowledgement of one delivered record.
@@ -176,13 +205,37 @@ mod tests {
         TopicPartition { topic: "t".into(), partition: 0 }
     }
 
+    fn at(offset: i64, delivery_count: u16, expires_at: Instant, received: Instant) -> Acquisition {
+        Acquisition { offset, delivery_count, expires_at, received }
+    }
+
+    #[test]
+    fn an_offset_sent_again_while_held_is_not_new_but_a_redelivery_is() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(30);
+        assert!(t.acquired(&tp(), 1, at(5, 1, later, now), None));
+        // The mock repeats held records with the same delivery count.
+        assert!(!t.acquired(&tp(), 1, at(5, 1, later + Duration::from_secs(1), now), None));
+        // Released and acquired again: the broker counts another delivery.
+        t.acknowledge(&tp(), 5, AckType::Release, now).unwrap();
+        t.take(1, now);
+        assert!(t.acquired(&tp(), 1, at(5, 2, later, now), None));
+        // A higher count while we still think we hold it: our lock ran out on
+        // the broker first. It is new, and keeps its new lock.
+        assert!(t.acquired(&tp(), 1, at(5, 3, later, now), None));
+        // Our lock ran out and the broker hands the record back.
+        let expired = now + Duration::from_secs(31);
+        assert!(t.acquired(&tp(), 1, at(5, 3, expired + Duration::from_secs(30), expired), None));
+    }
+
     #[test]
     fn groups_consecutive_offsets_of_one_type() {
         let mut t = AckTracker::default();
         let now = Instant::now();
         let later = now + Duration::from_secs(30);
         for o in 0..6 {
-            t.acquired(&tp(), 1, o, later, (o == 3).then_some(GAP));
+            t.acquired(&tp(), 1, at(o, 1, later, now), (o == 3).then_some(GAP));
         }
         for (o, ack) in [
             (0, AckType::Accept),
@@ -203,7 +256,7 @@ mod tests {
     fn expired_and_unknown_records_are_refused() {
         let mut t = AckTracker::default();
         let now = Instant::now();
-        t.acquired(&tp(), 1, 7, now, None);
+        t.acquired(&tp(), 1, at(7, 1, now, now), None);
         let err = t.acknowledge(&tp(), 7, AckType::Accept, now).unwrap_err();
         assert!(matches!(err, ShareError::LockExpired { offset: 7, .. }));
         let err = t.acknowledge(&tp(), 8, AckType::Accept, now).unwrap_err();
@@ -215,8 +268,8 @@ mod tests {
         let mut t = AckTracker::default();
         let now = Instant::now();
         let later = now + Duration::from_secs(30);
-        t.acquired(&tp(), 1, 0, later, None);
-        t.acquired(&tp(), 1, 1, later, None);
+        t.acquired(&tp(), 1, at(0, 1, later, now), None);
+        t.acquired(&tp(), 1, at(1, 1, later, now), None);
         t.acknowledge(&tp(), 0, AckType::Accept, now).unwrap();
         assert_eq!(t.lose_node(1, now), vec![tp()]);
         assert!(t.take(1, now).ranges.is_empty());

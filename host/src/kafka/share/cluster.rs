@@ -94,6 +94,11 @@ impl Cluster {
         Ok(conn)
     }
 
+    /// Some broker of the cluster (the lowest id), once metadata is known.
+    pub fn any_broker(&self) -> Option<i32> {
+        self.view.lock().unwrap().brokers.keys().min().copied()
+    }
+
     /// Close every pooled connection.
     pub async fn shutdown(&self) {
         self.pool.lock().await.clear();

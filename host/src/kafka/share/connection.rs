@@ -128,6 +128,12 @@ impl ApiVersions {
         }
     }
 
+    /// The version to use for `R`, or `None` when the broker does not list it.
+    pub fn served<R: Request>(&self) -> Option<i16> {
+        let max = *self.0.get(&R::KEY)?;
+        (max >= R::VERSIONS.min).then(|| max.min(R::VERSIONS.max))
+    }
+
     /// Ask the broker. Start at v3; a broker that knows less answers with an
     /// UNSUPPORTED_VERSION v0 body listing what it knows, and we retry lower.
     pub async fn fetch(conn: &Connection, timeout: Duration) -> Result<Self, ShareError> {

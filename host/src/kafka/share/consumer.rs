@@ -1,8 +1,9 @@
 //! The share consumer: fetch from every leader of the assignment, hand out
 //! acquired records, send their acknowledgements back.
 
-use super::acks::{AckRange, AckTracker, GAP};
+use super::acks::{AckRange, AckTracker, Acquisition, GAP};
 use super::cluster::Cluster;
+use super::configs::{DeliveryLimit, delivery_limit};
 use super::connection::Connection;
 use super::error::{AckFailure, ShareError};
 use super::fetch::decode_partition;
@@ -38,6 +39,9 @@ pub struct ShareConsumer {
     /// Outcome of acks sent since the last `commit_sync`.
     results: CommitResult,
     metadata_stale: bool,
+    /// Offsets a broker sent again while we held them, not handed on.
+    resent_held: u64,
+    delivery_limit: DeliveryLimit,
 }
 
 /// One ShareFetch or ShareAcknowledge on its way to a broker.
@@ -66,6 +70,7 @@ impl ShareConsumer {
             }
             tokio::time::sleep(METADATA_RETRY).await;
         }
+        let delivery_limit = delivery_limit(&cluster, &config.group_id).await;
         let membership = Membership::join(cluster.clone(), &config.group_id, &config.topics).await?;
         tracing::info!(
             group = %config.group_id,
@@ -80,7 +85,20 @@ impl ShareConsumer {
             tracker: AckTracker::default(),
             results: CommitResult::default(),
             metadata_stale: false,
+            resent_held: 0,
+            delivery_limit,
         })
+    }
+
+    /// How many deliveries the broker allows a record of this group.
+    pub fn delivery_limit(&self) -> &DeliveryLimit {
+        &self.delivery_limit
+    }
+
+    /// Records a broker sent again while this consumer still held them
+    /// (librdkafka's mock does so on every fetch); they were not handed on.
+    pub fn resent_while_held(&self) -> u64 {
+        self.resent_held
     }
 
     pub fn member_id(&self) -> &str {
@@ -299,6 +317,7 @@ impl ShareConsumer {
         };
         // Measured from sending: the broker started the clock before replying.
         let expires_at = sent_at + lock;
+        let received = Instant::now();
         let mut answered = BTreeSet::new();
         for topic in &reply.responses {
             let Some(name) = self.cluster.topic_name(topic.topic_id) else {
@@ -317,17 +336,20 @@ impl ShareConsumer {
                     continue;
                 }
                 let acquired = decode_partition(&name, part, expires_at);
-                for r in &acquired.records {
-                    self.tracker.acquired(&tp, x.node, r.offset, expires_at, None);
+                let at = |offset, delivery_count| Acquisition { offset, delivery_count, expires_at, received };
+                for r in acquired.records {
+                    if self.tracker.acquired(&tp, x.node, at(r.offset, r.delivery_count), None) {
+                        records.push(r);
+                    } else {
+                        self.resent_held += 1;
+                    }
                 }
-                for offset in acquired.gaps {
-                    self.tracker.acquired(&tp, x.node, offset, expires_at, Some(GAP));
+                for (offset, count) in acquired.gaps {
+                    self.tracker.acquired(&tp, x.node, at(offset, count), Some(GAP));
                 }
-                for offset in acquired.undecoded {
-                    let release = Some(AckType::Release as i8);
-                    self.tracker.acquired(&tp, x.node, offset, expires_at, release);
+                for (offset, count) in acquired.truncated {
+                    self.tracker.acquired(&tp, x.node, at(offset, count), Some(AckType::Release as i8));
                 }
-                records.extend(acquired.records);
             }
         }
         for tp in x.acked.into_iter().filter(|tp| !answered.contains(tp)) {

@@ -9,6 +9,7 @@
 
 mod acks;
 mod cluster;
+mod configs;
 mod connection;
 mod consumer;
 mod error;
@@ -16,6 +17,7 @@ mod fetch;
 mod membership;
 mod session;
 
+pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
 

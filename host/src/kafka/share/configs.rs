@@ -1,0 +1,101 @@
+//! The share group's delivery count limit, read from the broker, so that the
+//! task's handling of a record's last delivery follows the broker's rule
+//! instead of a copy the user must keep in step.
+
+use super::cluster::Cluster;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+/// Kafka's default `group.share.delivery.count.limit`.
+pub const KAFKA_DEFAULT_DELIVERY_LIMIT: u16 = 5;
+const GROUP_KEY: &str = "share.delivery.count.limit";
+const BROKER_KEY: &str = "group.share.delivery.count.limit";
+/// ConfigResource types of DescribeConfigs.
+const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_GROUP: i8 = 32;
+
+/// How many deliveries the broker allows a record, and where that came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryLimit {
+    pub limit: u16,
+    /// Said in the task's status, e.g. "group config share.delivery.count.limit".
+    pub source: String,
+}
+
+/// Asks a broker: the group's own `share.delivery.count.limit`, else the
+/// broker's `group.share.delivery.count.limit`, else Kafka's default.
+pub(crate) async fn delivery_limit(cluster: &Cluster, group: &str) -> DeliveryLimit {
+    let default =
+        |why: String| DeliveryLimit { limit: KAFKA_DEFAULT_DELIVERY_LIMIT, source: format!("Kafka's default ({why})") };
+    let Some(version) = cluster.versions.served::<DescribeConfigsRequest>() else {
+        return default("the broker does not serve DescribeConfigs".into());
+    };
+    let Some(node) = cluster.any_broker() else {
+        return default("no broker known".into());
+    };
+    let resource = |kind, name: String, key: &'static str| {
+        DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str(key)]))
+    };
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        resource(RESOURCE_GROUP, group.to_string(), GROUP_KEY),
+        resource(RESOURCE_BROKER, node.to_string(), BROKER_KEY),
+    ]);
+    let reply = match cluster.broker(node).await {
+        Ok(conn) => conn.send(&request, version, cluster.timeout).await,
+        Err(e) => Err(e),
+    };
+    match reply {
+        Ok(reply) => from_reply(&reply).unwrap_or_else(|| default("neither the group nor the broker names one".into())),
+        Err(e) => default(format!("DescribeConfigs failed: {e}")),
+    }
+}
+
+fn from_reply(reply: &DescribeConfigsResponse) -> Option<DeliveryLimit> {
+    let value = |kind: i8, key: &str| {
+        let result = reply.results.iter().find(|r| r.resource_type == kind && r.error_code == 0)?;
+        let config = result.configs.iter().find(|c| c.name.as_str() == key)?;
+        config.value.as_ref()?.as_str().trim().parse::<u16>().ok().filter(|v| *v > 0)
+    };
+    if let Some(limit) = value(RESOURCE_GROUP, GROUP_KEY) {
+        return Some(DeliveryLimit { limit, source: format!("group config {GROUP_KEY}") });
+    }
+    value(RESOURCE_BROKER, BROKER_KEY)
+        .map(|limit| DeliveryLimit { limit, source: format!("broker config {BROKER_KEY}") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+
+    fn result(kind: i8, error: i16, key: &str, value: &str) -> DescribeConfigsResult {
+        DescribeConfigsResult::default().with_resource_type(kind).with_error_code(error).with_configs(vec![
+            DescribeConfigsResourceResult::default()
+                .with_name(StrBytes::from_string(key.into()))
+                .with_value(Some(StrBytes::from_string(value.into()))),
+        ])
+    }
+
+    #[test]
+    fn the_group_config_wins_over_the_brokers() {
+        let reply = DescribeConfigsResponse::default()
+            .with_results(vec![result(RESOURCE_GROUP, 0, GROUP_KEY, "3"), result(RESOURCE_BROKER, 0, BROKER_KEY, "7")]);
+        assert_eq!(from_reply(&reply).unwrap().limit, 3);
+    }
+
+    #[test]
+    fn a_failed_group_lookup_falls_back_to_the_broker() {
+        // 35: UNSUPPORTED_VERSION, as a broker without group configs answers.
+        let reply = DescribeConfigsResponse::default().with_results(vec![
+            result(RESOURCE_GROUP, 35, GROUP_KEY, "3"),
+            result(RESOURCE_BROKER, 0, BROKER_KEY, "7"),
+        ]);
+        let limit = from_reply(&reply).unwrap();
+        assert_eq!((limit.limit, limit.source.as_str()), (7, "broker config group.share.delivery.count.limit"));
+        assert_eq!(from_reply(&DescribeConfigsResponse::default()), None);
+    }
+}

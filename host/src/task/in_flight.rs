@@ -1,0 +1,157 @@
+//! Every record a task took from its source and has not acknowledged yet,
+//! with the stage it is in: the one owner of a record's state in the task.
+
+use crate::kafka::ConsumedRecord;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Where a record is between poll and acknowledgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Given to `put()`, no outcome yet.
+    Delivered,
+    /// The plugin buffers it; a later `put` or `flush` settles it.
+    Held { since: Instant },
+    /// Failed in a way that may pass: kept and put again after a backoff
+    /// (not released, which would cost a delivery), since `since`.
+    Retrying { since: Instant, reason: String },
+    /// Fetched while a batch failed; put with the retried records.
+    Waiting,
+}
+
+pub(super) struct Tracked {
+    pub record: ConsumedRecord,
+    pub stage: Stage,
+}
+
+impl Tracked {
+    /// Time left on the record's acquisition lock; `None` under a classic group.
+    pub fn lock_left(&self, now: Instant) -> Option<Duration> {
+        self.record.lock_expires_at.map(|at| at.saturating_duration_since(now))
+    }
+}
+
+/// The records, by the delivery id the plugin knows them by. Ids grow with
+/// arrival, so iteration is oldest first.
+#[derive(Default)]
+pub(super) struct InFlight {
+    records: BTreeMap<u64, Tracked>,
+    next_id: u64,
+    counts: Counts,
+}
+
+/// How many records are in the stages the loop asks about often.
+#[derive(Default)]
+struct Counts {
+    held: usize,
+    retrying: usize,
+}
+
+impl Counts {
+    fn add(&mut self, stage: &Stage, delta: isize) {
+        match stage {
+            Stage::Held { .. } => self.held = self.held.saturating_add_signed(delta),
+            Stage::Retrying { .. } | Stage::Waiting => self.retrying = self.retrying.saturating_add_signed(delta),
+            Stage::Delivered => {}
+        }
+    }
+}
+
+impl InFlight {
+    /// Takes a record in at `stage`; returns its id.
+    pub fn admit(&mut self, record: ConsumedRecord, stage: Stage) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.counts.add(&stage, 1);
+        self.records.insert(id, Tracked { record, stage });
+        id
+    }
+
+    pub fn get(&self, id: u64) -> Option<&Tracked> {
+        self.records.get(&id)
+    }
+
+    /// Moves a record to `stage`; false if the id is unknown.
+    pub fn set_stage(&mut self, id: u64, stage: Stage) -> bool {
+        let Some(tracked) = self.records.get_mut(&id) else { return false };
+        self.counts.add(&tracked.stage, -1);
+        self.counts.add(&stage, 1);
+        tracked.stage = stage;
+        true
+    }
+
+    /// The record leaves the task (it is being acknowledged).
+    pub fn remove(&mut self, id: u64) -> Option<ConsumedRecord> {
+        let tracked = self.records.remove(&id)?;
+        self.counts.add(&tracked.stage, -1);
+        Some(tracked.record)
+    }
+
+    pub fn is_holding(&self) -> bool {
+        self.counts.held > 0
+    }
+
+    /// True while records wait to be put again (failed, or fetched behind
+    /// failed ones).
+    pub fn is_retrying(&self) -> bool {
+        self.counts.retrying > 0
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.records.keys().copied().collect()
+    }
+
+    /// Held records, oldest first.
+    pub fn held(&self) -> impl Iterator<Item = (u64, &Tracked)> {
+        self.records.iter().filter(|(_, t)| matches!(t.stage, Stage::Held { .. })).map(|(id, t)| (*id, t))
+    }
+
+    /// Records waiting to be put again (`Retrying` or `Waiting`), oldest first.
+    pub fn retrying(&self) -> impl Iterator<Item = (u64, &Tracked)> {
+        self.records
+            .iter()
+            .filter(|(_, t)| matches!(t.stage, Stage::Retrying { .. } | Stage::Waiting))
+            .map(|(id, t)| (*id, t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::TimestampType;
+
+    fn record(offset: i64) -> ConsumedRecord {
+        ConsumedRecord {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            timestamp: -1,
+            timestamp_type: TimestampType::None,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            delivery_count: 1,
+            lock_expires_at: None,
+            undecodable: None,
+        }
+    }
+
+    #[test]
+    fn stages_are_counted_as_records_move_and_leave() {
+        let mut f = InFlight::default();
+        let (a, b) = (f.admit(record(0), Stage::Delivered), f.admit(record(1), Stage::Delivered));
+        assert!(!f.is_holding() && !f.is_retrying());
+        f.set_stage(a, Stage::Held { since: Instant::now() });
+        f.set_stage(b, Stage::Retrying { since: Instant::now(), reason: "down".into() });
+        assert!(f.is_holding() && f.is_retrying());
+        assert_eq!(f.held().map(|(id, _)| id).collect::<Vec<_>>(), vec![a]);
+        f.set_stage(b, Stage::Held { since: Instant::now() });
+        assert!(!f.is_retrying());
+        assert_eq!(f.remove(a).map(|r| r.offset), Some(0));
+        assert_eq!(f.remove(b).map(|r| r.offset), Some(1));
+        assert!(!f.is_holding());
+        assert!(!f.set_stage(a, Stage::Delivered), "a removed record is unknown");
+        f.admit(record(2), Stage::Waiting);
+        assert!(f.is_retrying(), "a waiting record is put with the retried ones");
+    }
+}
