@@ -329,3 +329,44 @@ async fn a_lost_session_fails_its_acks_and_the_records_return() {
     assert!(again.iter().all(|r| r.delivery_count == 2));
     consumer.close().await.expect("close");
 }
+
+/// Held records are handed to the application once per acquisition: a
+/// broker that sends them again while they are held (librdkafka's mock does,
+/// on every fetch) must not make them arrive twice, but once released they
+/// come back, with a delivery count one higher.
+#[tokio::test(flavor = "multi_thread")]
+async fn held_records_arrive_once_per_acquisition() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-held-once"), unique("group"));
+    let mut consumer = join(&broker, &group, &topic).await;
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 40).await.into_iter().collect();
+
+    let mut held = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&held).len() < produced.len() {
+        assert!(Instant::now() < deadline, "only {} of 40 arrived", held.len());
+        held.extend(consumer.poll(POLL).await.expect("poll"));
+    }
+    // More fetches while holding all 40, acknowledging nothing.
+    for _ in 0..5 {
+        let again = consumer.poll(POLL).await.expect("poll");
+        assert!(again.is_empty(), "handed on again while held: {:?}", keys_of(&again));
+    }
+    assert_eq!(held.len(), produced.len(), "each record arrived once: {:?}", keys_of(&held));
+    println!("records sent again while held, not handed on: {}", consumer.resent_while_held());
+
+    for r in &held {
+        consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Release).unwrap();
+    }
+    let result = consumer.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "release failed: {:?}", result.failures());
+    let back = consume(&mut consumer, |_| AckType::Accept, |seen| keys_of(seen).len() >= produced.len()).await;
+    assert_eq!(keys_of(&back), produced, "every released record came back");
+    assert_eq!(back.len(), produced.len(), "once each");
+    assert!(
+        back.iter().all(|r| r.delivery_count == 2),
+        "{:?}",
+        back.iter().map(|r| r.delivery_count).collect::<Vec<_>>()
+    );
+    consumer.close().await.unwrap();
+}

@@ -16,7 +16,7 @@ use kafka_protocol::messages::ApiKey;
 use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig, ShareError};
 use spillway::kafka::{AckType, ConsumedRecord};
 use spillway::runtime::Runtime;
-use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
+use spillway::task::{self, ConnectorConfig, FlushCause, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,9 +208,11 @@ async fn a_record_whose_lock_ran_out_is_not_acknowledged_as_if_still_held() {
     consumer.close().await.ok();
 }
 
-/// A sink that holds records until a flush (file-sink) and a flush interval
-/// far beyond the test: only the acquisition locks running out can make the
-/// task flush, and it must do so before they do.
+/// A sink that holds records until a flush (file-sink), a flush interval far
+/// beyond the test and a steady stream of records (so fetches never come
+/// back empty, which would flush at the broker's cap): only the acquisition
+/// locks running out can make the task flush, and it must do so before they
+/// do.
 #[tokio::test(flavor = "multi_thread")]
 async fn held_records_are_flushed_before_their_locks_run_out() {
     let broker = Broker::start_or_env();
@@ -244,8 +246,14 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let produced = produce_keys(&broker, &topic, 50).await;
-    while metrics.accepted.load(Relaxed) < 50 {
+    // 8 s locks, flushed with 5 s left: a stream of 7 s outlives the first.
+    let mut produced = BTreeSet::new();
+    let streaming = Instant::now();
+    while streaming.elapsed() < Duration::from_secs(7) {
+        produced.extend(produce_keys(&broker, &topic, 5).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while metrics.accepted.load(Relaxed) < produced.len() as u64 {
         assert!(Instant::now() < deadline, "held records were never flushed: {:?}", metrics);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -256,6 +264,14 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
         .collect();
     assert_eq!(written, produced, "the flush wrote every record before they were accepted");
     assert_eq!((metrics.released.load(Relaxed), metrics.ack_refused.load(Relaxed)), (0, 0));
+    println!(
+        "{} records; flushes: lock {}, cap {}, timer {}",
+        produced.len(),
+        metrics.flushes(FlushCause::Lock),
+        metrics.flushes(FlushCause::Cap),
+        metrics.flushes(FlushCause::Timer)
+    );
+    assert!(metrics.flushes(FlushCause::Lock) > 0, "never flushed for locks");
     stop.cancel();
     assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
 }

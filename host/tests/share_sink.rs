@@ -570,3 +570,25 @@ async fn a_share_group_may_not_take_a_consumer_groups_id() {
     herder.create("classic".into(), classic, None).await.unwrap();
     herder.shutdown().await.unwrap();
 }
+
+/// A connector whose topic does not exist yet waits for it, as Connect does,
+/// instead of failing its tasks; once the topic appears, records flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connector_waits_for_a_topic_that_does_not_exist_yet() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("later");
+    let classic = [("consumer.override.group.protocol", "classic")];
+    herder.create("later".into(), connector_config("later", &topic, dir.path(), 2, &classic), None).await.unwrap();
+    wait_running(&herder, "later", 2).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = herder.status("later".into()).await.unwrap();
+    assert!(status.tasks.iter().all(|t| t.state == State::Running), "{status:?}");
+
+    let keys = produce(&broker.bootstrap, &topic, 200).await;
+    wait_for_keys(dir.path(), "later", &keys, Duration::from_secs(90)).await;
+    tokio::time::sleep(LATE_DUPLICATES).await;
+    assert_each_exactly_once(&accepted_keys(dir.path(), "later"), &keys, "topic created after the connector");
+    herder.shutdown().await.unwrap();
+}

@@ -10,6 +10,7 @@ use super::{AckType, ConsumedRecord, TimestampType};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -46,7 +47,12 @@ pub struct ClassicSource {
     /// Per partition: the last position committed, to skip no-op commits.
     committed: HashMap<Partition, i64>,
     max_records: usize,
+    /// When we last warned that a subscribed topic does not exist.
+    warned_missing_topic: Option<std::time::Instant>,
 }
+
+/// How often a missing topic is warned about while waiting for it.
+const MISSING_TOPIC_WARNING_EVERY: Duration = Duration::from_secs(30);
 
 impl ClassicSource {
     /// Joins `group_id` and subscribes. `overrides` are `consumer.override.*`
@@ -79,6 +85,7 @@ impl ClassicSource {
             redeliver: VecDeque::new(),
             committed: HashMap::new(),
             max_records,
+            warned_missing_topic: None,
         })
     }
 
@@ -101,12 +108,30 @@ impl ClassicSource {
                 tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await
             };
             let Ok(message) = next else { break };
-            let record = convert(&message.context("consuming")?);
+            let message = match message {
+                Err(KafkaError::MessageConsumption(
+                    code @ (RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic),
+                )) => {
+                    // As Connect does: wait for the topic to be created.
+                    self.warn_missing_topic(code);
+                    break;
+                }
+                other => other.context("consuming")?,
+            };
+            let record = convert(&message);
             self.track(&record);
             self.next_offset.insert((record.topic.clone(), record.partition), record.offset + 1);
             batch.push(record);
         }
         Ok(batch)
+    }
+
+    fn warn_missing_topic(&mut self, code: RDKafkaErrorCode) {
+        let now = std::time::Instant::now();
+        if self.warned_missing_topic.is_none_or(|at| now.duration_since(at) >= MISSING_TOPIC_WARNING_EVERY) {
+            tracing::warn!(error = %code, "a subscribed topic does not exist yet; waiting for it");
+            self.warned_missing_topic = Some(now);
+        }
     }
 
     fn forget_revoked(&mut self) {

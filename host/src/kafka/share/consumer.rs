@@ -65,7 +65,12 @@ impl ShareConsumer {
         loop {
             cluster.refresh(&config.topics).await?;
             let known = config.topics.iter().all(|t| cluster.topic_id(t).is_some());
-            if known || Instant::now() >= deadline {
+            if known {
+                break;
+            }
+            if Instant::now() >= deadline {
+                // Joining anyway: the assignment follows once the topic exists.
+                tracing::warn!(topics = ?config.topics, "a subscribed topic does not exist yet; waiting for it");
                 break;
             }
             tokio::time::sleep(METADATA_RETRY).await;
