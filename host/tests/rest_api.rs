@@ -282,6 +282,15 @@ async fn worker_info_plugins_and_validation() {
     let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(valid)).await;
     assert_eq!(status, 200, "{infos}");
     assert_eq!(infos["error_count"], 0, "{infos:#}");
+    assert!(infos.get("warnings").is_none(), "a classic group needs no warning: {infos:#}");
+
+    // A share group without a DLQ is valid, with a warning: the broker
+    // archives a record that still fails on its last delivery.
+    let share = json!({"name": "v", "topics": "t", "consumer.override.group.protocol": "share"});
+    let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(share)).await;
+    assert_eq!((status, infos["error_count"].as_u64()), (200, Some(0)), "{infos:#}");
+    let warning = infos["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("archived by the broker"), "{infos:#}");
 
     // Invalid is still a 200, with the problem listed against its key.
     let invalid = json!({"name": "v", "tasks.max": 0});

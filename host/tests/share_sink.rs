@@ -592,3 +592,26 @@ async fn a_connector_waits_for_a_topic_that_does_not_exist_yet() {
     assert_each_exactly_once(&accepted_keys(dir.path(), "later"), &keys, "topic created after the connector");
     herder.shutdown().await.unwrap();
 }
+
+/// A plugin slower than a fetch gets its next batch fetched while `put()`
+/// runs; every record still arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_plugins_next_batch_is_fetched_during_put_and_nothing_repeats() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("slow");
+    let extra =
+        [("mode", "accept-slowly"), ("delay.ms", "40"), ("plugin.grant.clock", "true"), ("batch.max.records", "100")];
+    herder.create("slow".into(), connector_config("slow", &topic, dir.path(), 1, &extra), None).await.unwrap();
+    wait_running(&herder, "slow", 1).await;
+    let keys = produce(&broker.bootstrap, &topic, 2000).await;
+    wait_for_keys(dir.path(), "slow", &keys, Duration::from_secs(90)).await;
+    tokio::time::sleep(LATE_DUPLICATES).await;
+    assert_each_exactly_once(&accepted_keys(dir.path(), "slow"), &keys, "slow plugin, fetching ahead");
+    let m = &herder.task_metrics().await.unwrap()[0].metrics;
+    let ahead = m.fetched_during_put.load(Relaxed);
+    println!("batches fetched during put(): {ahead} of {}", m.put_calls.load(Relaxed));
+    assert!(ahead > 0, "never fetched during put()");
+    herder.shutdown().await.unwrap();
+}

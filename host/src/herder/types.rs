@@ -144,6 +144,10 @@ pub struct ConfigInfos {
     pub error_count: usize,
     pub groups: Vec<String>,
     pub configs: Vec<ConfigInfo>,
+    /// Spillway's own: what the config allows but will likely regret. Not
+    /// errors; a connector with warnings is created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A classic-group connector's committed position in one partition, as in

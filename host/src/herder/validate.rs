@@ -6,7 +6,7 @@
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
-use crate::task::{ConnectorConfig, WorkerDefaults};
+use crate::task::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use std::collections::BTreeMap;
 
 /// The keys every connector takes, whatever its plugin.
@@ -108,11 +108,15 @@ pub async fn validate(
     defaults: &WorkerDefaults,
 ) -> ConfigInfos {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if let Err(problems) = ConnectorConfig::parse(config, defaults) {
-        for p in problems {
-            errors.entry(p.key).or_default().push(p.message);
+    let warnings = match ConnectorConfig::parse(config, defaults) {
+        Ok(parsed) => warnings(&parsed),
+        Err(problems) => {
+            for p in problems {
+                errors.entry(p.key).or_default().push(p.message);
+            }
+            Vec::new()
         }
-    }
+    };
     let mut keys = host_key_infos();
     match plugin {
         None => errors
@@ -179,7 +183,23 @@ pub async fn validate(
         error_count: configs.iter().map(|c| c.value.errors.len()).sum(),
         groups: vec!["Common".into(), "Plugin".into()],
         configs,
+        warnings,
     }
+}
+
+/// What a valid config allows but its user will likely regret.
+pub fn warnings(config: &ConnectorConfig) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if config.group_protocol == GroupProtocol::Share && config.errors.dlq_topic.is_none() {
+        warnings.push(
+            "share group without errors.deadletterqueue.topic.name: a record still failing on its last delivery \
+             (the broker's share.delivery.count.limit) is archived by the broker and lost to this connector; \
+             stopping the task cannot keep it, as it can in a consumer group. Configure a dead-letter queue \
+             (errors.tolerance=all) to keep such records."
+                .into(),
+        );
+    }
+    warnings
 }
 
 /// A required key that is missing, or a value that does not parse as its type.

@@ -239,6 +239,9 @@ impl Worker {
         let plugin_name = config.get("connector.class").cloned().unwrap_or_default();
         let infos = self.validate(plugin_name, config.clone()).await?;
         if infos.error_count == 0 {
+            for warning in &infos.warnings {
+                tracing::warn!(connector = config.get("name").map(String::as_str).unwrap_or(""), "{warning}");
+            }
             return self.check_share_group_id(config).await;
         }
         let lines: Vec<String> = infos

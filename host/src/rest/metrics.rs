@@ -21,7 +21,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 11] = [
+const COUNTERS: [(&str, &str, Field); 12] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
@@ -40,6 +40,11 @@ const COUNTERS: [(&str, &str, Field); 11] = [
         "spillway_records_resent_while_held_total",
         "Records a broker sent again while the task held them; not handed to the plugin twice.",
         |m| &m.resent_while_held,
+    ),
+    (
+        "spillway_batches_fetched_during_put_total",
+        "Batches fetched while put() ran (when put() is slower than a fetch).",
+        |m| &m.fetched_during_put,
     ),
 ];
 

@@ -29,6 +29,8 @@ pub struct TaskMetrics {
     /// Share groups: records a broker sent again while the task held them,
     /// not handed to the plugin twice.
     pub resent_while_held: AtomicU64,
+    /// Batches fetched while `put()` ran (the plugin was the slower side).
+    pub fetched_during_put: AtomicU64,
     /// Flushes the host asked for, by [`FlushCause`].
     pub flushes: [AtomicU64; FlushCause::ALL.len()],
     /// Share groups: the broker's delivery rules as the task found them.

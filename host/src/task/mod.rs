@@ -22,7 +22,7 @@ use in_flight::InFlight;
 use run::PluginSlot;
 use source::Source;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a task needs to start.
 pub struct TaskSpec {
@@ -98,5 +98,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         failed_rounds: 0,
         delivery_limit,
         last_commit: Instant::now(),
+        last_put: Duration::ZERO,
+        last_poll: Duration::ZERO,
     })
 }

@@ -3,7 +3,8 @@
 //! (or, if held, after a flush settled it), so a crash at any point means
 //! redelivery, never loss.
 //!
-//! The next batch is fetched while `put()` runs. A batch that fails in a way
+//! The next batch is fetched while `put()` runs, when `put()` is slower than
+//! a fetch. A batch that fails in a way
 //! that may pass is kept and put again after a backoff, as Connect retries,
 //! and handed back to the broker (RELEASE, which costs a delivery) only when
 //! its locks are about to run out.
@@ -66,6 +67,12 @@ pub struct TaskLoop {
     /// Share groups: the broker archives a record after this many deliveries.
     pub(super) delivery_limit: Option<u16>,
     pub(super) last_commit: Instant,
+    /// How long the last `put()` and the last fetch that brought records
+    /// took. The next batch is fetched during `put()` only when `put()` is
+    /// the slower side: fetching ahead holds the batch's acknowledgements
+    /// back by one fetch, which costs more than it saves for a fast plugin.
+    pub(super) last_put: Duration,
+    pub(super) last_poll: Duration,
 }
 
 impl TaskLoop {
@@ -94,15 +101,23 @@ impl TaskLoop {
             }
             let polled = match prefetched.take() {
                 Some(records) => records,
-                None => tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    polled = self.source.poll(POLL_TIMEOUT) => polled?,
-                },
+                None => {
+                    let started = Instant::now();
+                    let polled = tokio::select! {
+                        _ = stop.cancelled() => return Ok(()),
+                        polled = self.source.poll(POLL_TIMEOUT) => polled?,
+                    };
+                    if !polled.is_empty() {
+                        self.last_poll = started.elapsed();
+                    }
+                    polled
+                }
             };
             self.count_polled(&polled);
             let idle = polled.is_empty();
             if !idle {
-                prefetched = self.deliver(polled, true).await?;
+                let prefetch = self.last_put > self.last_poll;
+                prefetched = self.deliver(polled, prefetch).await?;
                 if self.records.is_retrying()
                     && let Some(next) = prefetched.take()
                 {
@@ -163,11 +178,13 @@ impl TaskLoop {
             // Disjoint fields: the plugin works while the source fetches.
             let (result, next) =
                 tokio::join!(self.plugin.call(move |plugin| plugin.put(&batch)), self.source.poll(POLL_TIMEOUT));
+            self.metrics.fetched_during_put.fetch_add(1, Relaxed);
             (result, Some(next))
         } else {
             (self.plugin.call(move |plugin| plugin.put(&batch)).await, None)
         };
         let elapsed = started.elapsed();
+        self.last_put = elapsed;
         self.metrics.observe_put(elapsed, ids.len());
         self.warn_if_put_nears_lock(&ids, elapsed);
         self.apply(ids, result).await?;

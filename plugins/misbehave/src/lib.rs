@@ -4,6 +4,7 @@
 //! | mode | put |
 //! |---|---|
 //! | `accept` | accepts everything |
+//! | `accept-slowly` | sleeps `delay.ms` (needs `plugin.grant.clock=true`), then accepts everything |
 //! | `panic`, `trap` | panics / executes `unreachable` |
 //! | `loop` | never returns |
 //! | `oom` | allocates until memory runs out |
@@ -89,6 +90,11 @@ impl Misbehave {
         let probe = |seen: String| Ok(each(&|_| Outcome::Reject(seen.clone())));
         match self.mode.as_str() {
             "accept" => Ok(PutReport::accept_all(batch.len())),
+            "accept-slowly" => {
+                let ms = self.config.get("delay.ms").and_then(|v| v.parse().ok()).unwrap_or(50);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                Ok(PutReport::accept_all(batch.len()))
+            }
             "panic" => panic!("misbehave panicked on purpose"),
             "trap" => trap(),
             "loop" => {
