@@ -78,6 +78,16 @@ struct RunArgs {
     /// Where the embedded run's file sink writes.
     #[arg(long, default_value = ".spillway/out")]
     out_dir: PathBuf,
+    /// Run the sample connector (file-sink, sample records, stop once all
+    /// are acknowledged) against --bootstrap-servers too, in a share group.
+    /// Without --bootstrap-servers this is what `run` does anyway, on the
+    /// embedded broker, in a classic group (it has no share groups).
+    #[arg(long)]
+    demo: bool,
+    /// What to call the broker in the output (scripts/demo.sh names the test
+    /// broker it started).
+    #[arg(long)]
+    broker_name: Option<String>,
 }
 
 fn main() -> Result<()> {
@@ -149,10 +159,17 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         }
     };
 
+    let demo = embedded.is_some() || args.demo;
+    let broker_name = match (&args.broker_name, &embedded) {
+        (Some(name), _) => name.clone(),
+        (None, Some(_)) => "the embedded broker (librdkafka's mock in-process; classic groups only)".into(),
+        (None, None) => "the given cluster".into(),
+    };
+    eprintln!("broker: {broker_name} at {bootstrap}");
     let raw = match &args.config {
         Some(path) => read_config(path)?,
-        None if embedded.is_some() => demo_config(&args.out_dir)?,
-        None => bail!("--config is required with --bootstrap-servers"),
+        None if demo => demo_config(&args.out_dir, embedded.is_none())?,
+        None => bail!("--config is required with --bootstrap-servers (or --demo)"),
     };
     let config = ConnectorConfig::parse(&raw, &WorkerDefaults::default()).map_err(|problems| {
         let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
@@ -160,7 +177,7 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
     })?;
     let config = Arc::new(config);
 
-    let records = args.records.or(embedded.as_ref().map(|_| 10_000)).unwrap_or(0);
+    let records = args.records.or(demo.then_some(10_000)).unwrap_or(0);
     if let Some(broker) = &embedded {
         for topic in &config.topics {
             broker.create_topic(topic, 4)?;
@@ -181,6 +198,8 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         bail!("connector.class is '{}' but the plugin is '{}'", config.plugin, plugin.metadata.name);
     }
 
+    // Connected before the tasks join: see `Producer::connect`.
+    let producer = Producer::connect(&bootstrap, &[]).await?;
     let stop = CancellationToken::new();
     let mut tasks = Vec::new();
     let mut metrics = Vec::new();
@@ -197,31 +216,54 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         let task = task::start(&runtime, spec).await.with_context(|| format!("starting task {task_id}"))?;
         tasks.push(tokio::spawn(task.run(stop.clone())));
     }
-    eprintln!("connector {} running {} task(s) on {}", config.name, config.tasks_max, config.topics.join(","));
+    let protocol = match config.group_protocol {
+        task::GroupProtocol::Share => "a share group",
+        task::GroupProtocol::Classic => "a classic consumer group",
+    };
+    eprintln!(
+        "connector {} running {} task(s) in {protocol} on {}",
+        config.name,
+        config.tasks_max,
+        config.topics.join(",")
+    );
+    // A new share group starts at the log end from its first fetch: produce
+    // once every task has fetched.
+    while !metrics.iter().all(|m| m.polls.load(std::sync::atomic::Ordering::Relaxed) > 0) {
+        if tasks.iter().any(|t| t.is_finished()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let topic = config.topics[0].clone();
-    let producer = tokio::spawn({
-        let producer = Producer::new(&bootstrap, &[])?;
-        async move { producer.send_samples(&topic, 0, records).await }
-    });
+    let producer = tokio::spawn(async move { producer.send_samples(&topic, 0, records).await });
 
     let acknowledged = |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.acknowledged()).sum::<u64>();
     let polled =
         |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.polled.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    // Checked every 100 ms, so that the rate ends when the last record is
+    // acknowledged; progress is printed every second.
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let run_started = Instant::now();
+    let mut ticks = 0u64;
+    let mut finished_rate = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
         }
+        ticks += 1;
         let (p, a) = (polled(&metrics), acknowledged(&metrics));
-        eprintln!(
-            "[{:>4.1}s] delivered {p:>8}  acknowledged {a:>8}  ({:.0} records/s)",
-            run_started.elapsed().as_secs_f64(),
-            a as f64 / run_started.elapsed().as_secs_f64()
-        );
-        if records > 0 && a >= records && args.bootstrap_servers.is_none() {
+        let done = records > 0 && a >= records && demo;
+        if ticks % 10 == 0 || done {
+            eprintln!(
+                "[{:>4.1}s] delivered {p:>8}  acknowledged {a:>8}  ({:.0} records/s since the first delivery)",
+                run_started.elapsed().as_secs_f64(),
+                rate(a, first_delivery(&metrics)),
+            );
+        }
+        if done {
+            finished_rate = Some((rate(a, first_delivery(&metrics)), first_delivery(&metrics).map(|t| t.elapsed())));
             break;
         }
         if tasks.iter().any(|t| t.is_finished()) {
@@ -253,14 +295,50 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
     println!("    rejected            {}", sum(|m| m.rejected.load(Relaxed)));
     println!("    to the DLQ          {}", sum(|m| m.dead_lettered.load(Relaxed)));
     println!("  records released      {}", sum(|m| m.released.load(Relaxed)));
-    println!("  elapsed               {:.1} s", run_started.elapsed().as_secs_f64());
-    if embedded.is_some() {
-        println!("  output                {}", args.out_dir.join("records-*.jsonl").display());
+    println!("  sent again by the broker while held, not redelivered  {}", sum(|m| m.resent_while_held.load(Relaxed)));
+    if let Some((rate, Some(took))) = finished_rate {
+        let took = took.as_secs_f64();
+        println!(
+            "  rate                  {rate:.0} records/s (acknowledged, from the first delivered record: {took:.2} s)"
+        );
+    }
+    println!("  broker                {broker_name}, {protocol}");
+    if demo && args.config.is_none() {
+        let written = count_lines(&args.out_dir)?;
+        println!(
+            "  lines written         {written}  (each record once: {})",
+            if written == produced { "yes" } else { "no" }
+        );
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));
     }
     Ok(())
+}
+
+/// When the first record reached any task.
+fn first_delivery(metrics: &[Arc<TaskMetrics>]) -> Option<Instant> {
+    metrics.iter().filter_map(|m| m.first_delivery.get().copied()).min()
+}
+
+/// Records per second since `since`.
+fn rate(records: u64, since: Option<Instant>) -> f64 {
+    match since.map(|t| t.elapsed().as_secs_f64()) {
+        Some(secs) if secs > 0.0 => records as f64 / secs,
+        _ => 0.0,
+    }
+}
+
+/// Lines the sample connector's file sink wrote into `dir`.
+fn count_lines(dir: &Path) -> Result<u64> {
+    let mut lines = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            lines += std::fs::read_to_string(&path)?.lines().count() as u64;
+        }
+    }
+    Ok(lines)
 }
 
 fn read_config(path: &Path) -> Result<BTreeMap<String, String>> {
@@ -281,8 +359,9 @@ fn read_config(path: &Path) -> Result<BTreeMap<String, String>> {
     Ok(raw)
 }
 
-/// The embedded run: sample records through the file sink into `out_dir`.
-fn demo_config(out_dir: &Path) -> Result<BTreeMap<String, String>> {
+/// The sample connector: sample records through the file sink into
+/// `out_dir`, in a share group where the broker has them.
+fn demo_config(out_dir: &Path, share: bool) -> Result<BTreeMap<String, String>> {
     std::fs::create_dir_all(out_dir)?;
     let out_dir = std::fs::canonicalize(out_dir)?;
     // Start afresh, so that the summary's counts match the files.
@@ -294,18 +373,24 @@ fn demo_config(out_dir: &Path) -> Result<BTreeMap<String, String>> {
     }
     let file = out_dir.join("records-{task}.jsonl");
     let out = out_dir.to_str().context("output directory is not UTF-8")?;
-    Ok([
+    // Each run its own topic and group: a share group starts at the log end.
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let topic = format!("spillway-demo-{}", &run[..8]);
+    let mut config: BTreeMap<String, String> = [
         ("name", "demo-file-sink"),
         ("connector.class", "file-sink"),
         ("tasks.max", "2"),
-        ("topics", "spillway-demo"),
-        // The embedded broker has no share groups.
-        ("consumer.override.group.protocol", "classic"),
+        ("topics", topic.as_str()),
         ("file", file.to_str().context("output path is not UTF-8")?),
         ("plugin.grant.fs.dirs", out),
         ("flush.interval.ms", "500"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect())
+    .collect();
+    if !share {
+        // The embedded broker has no share groups.
+        config.insert("consumer.override.group.protocol".into(), "classic".into());
+    }
+    Ok(config)
 }

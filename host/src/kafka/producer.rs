@@ -2,7 +2,7 @@
 //! records. Every send is awaited: a record counts as written only once the
 //! broker acknowledged it.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use rdkafka::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -34,6 +34,21 @@ impl Producer {
             config.set(k, v);
         }
         Ok(Producer { inner: config.create()? })
+    }
+
+    /// Creates the producer and waits until it has learnt the cluster's
+    /// brokers. librdkafka then drops its bootstrap connection; done before a
+    /// share consumer of the same process joins, that cannot end the
+    /// consumer's share sessions (librdkafka's mock ends every share session
+    /// on a broker whenever any connection to it closes).
+    pub async fn connect(bootstrap: &str, overrides: &[(String, String)]) -> Result<Self> {
+        let producer = Producer::new(bootstrap, overrides)?;
+        let client = producer.inner.clone();
+        use rdkafka::producer::Producer as _;
+        tokio::task::spawn_blocking(move || client.client().fetch_metadata(None, Duration::from_secs(10)))
+            .await?
+            .context("reading cluster metadata")?;
+        Ok(producer)
     }
 
     /// Sends one record and waits for the broker's acknowledgement.

@@ -10,6 +10,10 @@ pub const PUT_LATENCY_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1
 
 #[derive(Default, Debug)]
 pub struct TaskMetrics {
+    /// Polls that returned, with records or without.
+    pub polls: AtomicU64,
+    /// When the first record arrived.
+    pub first_delivery: OnceLock<std::time::Instant>,
     pub polled: AtomicU64,
     pub put: AtomicU64,
     pub accepted: AtomicU64,

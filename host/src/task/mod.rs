@@ -48,6 +48,20 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     })
     .await??;
 
+    // Before the group is joined: see `Producer::connect`.
+    let dlq = match &config.errors.dlq_topic {
+        Some(topic) => Some(DeadLetterQueue {
+            producer: Producer::connect(&spec.bootstrap_servers, &[])
+                .await
+                .context("creating the dead-letter producer")?,
+            topic: topic.clone(),
+            context_headers: config.errors.dlq_context_headers,
+            connector: config.name.clone(),
+            task: spec.task_id,
+        }),
+        None => None,
+    };
+
     let source = match config.group_protocol {
         GroupProtocol::Classic => Source::Classic(ClassicSource::new(
             &spec.bootstrap_servers,
@@ -75,17 +89,6 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         }
     };
     let delivery_limit = spec.metrics.share_delivery.get().map(|d| d.delivery_count_limit);
-
-    let dlq = match &config.errors.dlq_topic {
-        Some(topic) => Some(DeadLetterQueue {
-            producer: Producer::new(&spec.bootstrap_servers, &[]).context("creating the dead-letter producer")?,
-            topic: topic.clone(),
-            context_headers: config.errors.dlq_context_headers,
-            connector: config.name.clone(),
-            task: spec.task_id,
-        }),
-        None => None,
-    };
 
     Ok(TaskLoop {
         name,

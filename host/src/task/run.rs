@@ -133,6 +133,10 @@ impl TaskLoop {
     }
 
     fn count_polled(&self, polled: &[ConsumedRecord]) {
+        self.metrics.polls.fetch_add(1, Relaxed);
+        if !polled.is_empty() {
+            self.metrics.first_delivery.get_or_init(Instant::now);
+        }
         self.metrics.polled.fetch_add(polled.len() as u64, Relaxed);
         self.metrics.resent_while_held.store(self.source.resent_while_held(), Relaxed);
     }
