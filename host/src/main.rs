@@ -255,7 +255,7 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         ticks += 1;
         let (p, a) = (polled(&metrics), acknowledged(&metrics));
         let done = records > 0 && a >= records && demo;
-        if ticks % 10 == 0 || done {
+        if ticks.is_multiple_of(10) || done {
             eprintln!(
                 "[{:>4.1}s] delivered {p:>8}  acknowledged {a:>8}  ({:.0} records/s since the first delivery)",
                 run_started.elapsed().as_secs_f64(),

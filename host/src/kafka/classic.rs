@@ -19,33 +19,93 @@ use std::time::Duration;
 
 type Partition = (String, i32);
 
-/// Notes partitions the group takes away, so their state is dropped and never
-/// committed over the new owner's progress.
+/// Per partition, what was handed out and what is still unfinished: the one
+/// owner of the source's state, shared with the rebalance callback.
+#[derive(Default)]
+struct Positions {
+    /// Offsets handed out and not yet acknowledged.
+    in_flight: HashMap<Partition, BTreeSet<i64>>,
+    /// The offset after the highest one handed out.
+    next_offset: HashMap<Partition, i64>,
+    /// Released records, handed out again before anything new.
+    redeliver: VecDeque<ConsumedRecord>,
+    /// The last position committed, to skip no-op commits.
+    committed: HashMap<Partition, i64>,
+}
+
+impl Positions {
+    fn track(&mut self, record: &ConsumedRecord) {
+        self.in_flight.entry((record.topic.clone(), record.partition)).or_default().insert(record.offset);
+    }
+
+    /// The offset below which everything of `partition` was acknowledged:
+    /// records still in flight (held by the sink) or released keep it back.
+    fn durable(&self, partition: &Partition) -> Option<i64> {
+        let next = *self.next_offset.get(partition)?;
+        let released = self.redeliver.iter().filter(|r| (&r.topic, r.partition) == (&partition.0, partition.1));
+        let oldest_pending = self.in_flight.get(partition).and_then(|p| p.first().copied());
+        Some(released.map(|r| r.offset).chain(oldest_pending).min().unwrap_or(next))
+    }
+
+    /// The durable positions of `partitions` that differ from the last commit.
+    fn to_commit<'a>(&self, partitions: impl Iterator<Item = &'a Partition>) -> Vec<(Partition, i64)> {
+        partitions
+            .filter_map(|p| Some((p.clone(), self.durable(p)?)))
+            .filter(|(p, position)| self.committed.get(p) != Some(position))
+            .collect()
+    }
+
+    /// The partition is no longer ours: its new owner starts from what was
+    /// committed, so nothing of it may linger here.
+    fn forget(&mut self, partition: &Partition) {
+        self.in_flight.remove(partition);
+        self.next_offset.remove(partition);
+        self.committed.remove(partition);
+        self.redeliver.retain(|r| (&r.topic, r.partition) != (&partition.0, partition.1));
+    }
+}
+
+fn offset_list(positions: &[(Partition, i64)]) -> Result<TopicPartitionList> {
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), offset) in positions {
+        list.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+    }
+    Ok(list)
+}
+
+/// Commits what is durable of the partitions the group takes away, the
+/// moment it takes them (while this member may still commit for them), and
+/// forgets them, so that nothing is committed later over the new owner.
 #[derive(Default)]
 struct RebalanceTracker {
-    revoked: Mutex<Vec<Partition>>,
+    positions: Arc<Mutex<Positions>>,
 }
 
 impl ClientContext for RebalanceTracker {}
 
 impl ConsumerContext for RebalanceTracker {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(list) = rebalance {
-            let mut revoked = self.revoked.lock().unwrap();
-            revoked.extend(list.elements().iter().map(|e| (e.topic().to_string(), e.partition())));
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(list) = rebalance else { return };
+        let revoked: Vec<Partition> = list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
+        let mut positions = self.positions.lock().unwrap();
+        let durable = positions.to_commit(revoked.iter());
+        if !durable.is_empty() {
+            let committed = offset_list(&durable).and_then(|l| Ok(consumer.commit(&l, CommitMode::Sync)?));
+            match committed {
+                Ok(()) => tracing::debug!(partitions = durable.len(), "committed revoked partitions"),
+                // The new owner starts from the previous commit: duplicates, no loss.
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "committing revoked partitions failed"),
+            }
+        }
+        for partition in &revoked {
+            positions.forget(partition);
         }
     }
 }
 
 pub struct ClassicSource {
     consumer: Arc<StreamConsumer<RebalanceTracker>>,
-    /// Per partition: offsets handed out and not yet acknowledged.
-    in_flight: HashMap<Partition, BTreeSet<i64>>,
-    /// Per partition: the offset after the highest one handed out.
-    next_offset: HashMap<Partition, i64>,
-    redeliver: VecDeque<ConsumedRecord>,
-    /// Per partition: the last position committed, to skip no-op commits.
-    committed: HashMap<Partition, i64>,
+    positions: Arc<Mutex<Positions>>,
     max_records: usize,
     /// When we last warned that a subscribed topic does not exist.
     warned_missing_topic: Option<std::time::Instant>,
@@ -74,33 +134,32 @@ impl ClassicSource {
         for (k, v) in overrides {
             config.set(k, v);
         }
+        let context = RebalanceTracker::default();
+        let positions = context.positions.clone();
         let consumer: StreamConsumer<RebalanceTracker> =
-            config.create_with_context(RebalanceTracker::default()).context("creating classic consumer")?;
+            config.create_with_context(context).context("creating classic consumer")?;
         let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics).context("subscribing")?;
-        Ok(ClassicSource {
-            consumer: Arc::new(consumer),
-            in_flight: HashMap::new(),
-            next_offset: HashMap::new(),
-            redeliver: VecDeque::new(),
-            committed: HashMap::new(),
-            max_records,
-            warned_missing_topic: None,
-        })
+        Ok(ClassicSource { consumer: Arc::new(consumer), positions, max_records, warned_missing_topic: None })
     }
 
     /// Released records first, then whatever arrives within `timeout`.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>> {
-        self.forget_revoked();
-        let mut batch: Vec<ConsumedRecord> = self.redeliver.drain(..).collect();
-        for record in &batch {
-            self.track(record);
+        {
+            let mut positions = self.positions.lock().unwrap();
+            let batch: Vec<ConsumedRecord> = positions.redeliver.drain(..).collect();
+            if !batch.is_empty() {
+                for record in &batch {
+                    positions.track(record);
+                }
+                return Ok(batch);
+            }
         }
-        if !batch.is_empty() {
-            return Ok(batch);
-        }
+        let mut batch = Vec::new();
         let deadline = tokio::time::Instant::now() + timeout;
         while batch.len() < self.max_records {
+            // A rebalance runs inside recv(): what it revokes is forgotten
+            // there, before any record of the new assignment is tracked.
             let next = if batch.is_empty() {
                 tokio::time::timeout_at(deadline, self.consumer.recv()).await
             } else {
@@ -119,10 +178,17 @@ impl ClassicSource {
                 other => other.context("consuming")?,
             };
             let record = convert(&message);
-            self.track(&record);
-            self.next_offset.insert((record.topic.clone(), record.partition), record.offset + 1);
+            let mut positions = self.positions.lock().unwrap();
+            positions.track(&record);
+            positions.next_offset.insert((record.topic.clone(), record.partition), record.offset + 1);
             batch.push(record);
         }
+        // Records of partitions revoked after they were received are no
+        // longer ours: the new owner gets them from the last commit.
+        let positions = self.positions.lock().unwrap();
+        batch.retain(|r| {
+            positions.in_flight.get(&(r.topic.clone(), r.partition)).is_some_and(|p| p.contains(&r.offset))
+        });
         Ok(batch)
     }
 
@@ -134,33 +200,22 @@ impl ClassicSource {
         }
     }
 
-    fn forget_revoked(&mut self) {
-        let revoked = std::mem::take(&mut *self.consumer.context().revoked.lock().unwrap());
-        for partition in revoked {
-            tracing::debug!(topic = partition.0, partition = partition.1, "partition revoked");
-            self.in_flight.remove(&partition);
-            self.next_offset.remove(&partition);
-            self.committed.remove(&partition);
-            self.redeliver.retain(|r| (&r.topic, r.partition) != (&partition.0, partition.1));
-        }
-    }
-
-    fn track(&mut self, record: &ConsumedRecord) {
-        self.in_flight.entry((record.topic.clone(), record.partition)).or_default().insert(record.offset);
-    }
-
     pub fn acknowledge(&mut self, record: &ConsumedRecord, ack: AckType) -> Result<()> {
+        let mut positions = self.positions.lock().unwrap();
         let partition = (record.topic.clone(), record.partition);
-        let Some(pending) = self.in_flight.get_mut(&partition) else {
-            bail!("{}-{}@{} is not in flight", record.topic, record.partition, record.offset);
-        };
-        if !pending.remove(&record.offset) {
-            bail!("{}-{}@{} is not in flight", record.topic, record.partition, record.offset);
+        let tracked = positions.in_flight.get_mut(&partition).is_some_and(|pending| pending.remove(&record.offset));
+        if !tracked {
+            bail!(
+                "{}-{}@{} is not in flight (its partition was revoked)",
+                record.topic,
+                record.partition,
+                record.offset
+            );
         }
         if ack == AckType::Release {
             let mut again = record.clone();
             again.delivery_count = again.delivery_count.saturating_add(1);
-            self.redeliver.push_back(again);
+            positions.redeliver.push_back(again);
         }
         Ok(())
     }
@@ -169,26 +224,25 @@ impl ClassicSource {
     /// acknowledged. Records still in flight (held by the sink, or released)
     /// keep it back, so a crash means their redelivery.
     pub async fn commit(&mut self) -> Result<()> {
-        self.forget_revoked();
-        let mut offsets = TopicPartitionList::new();
-        let mut positions = Vec::new();
-        for (partition, next) in &self.next_offset {
-            let released = self.redeliver.iter().filter(|r| (&r.topic, r.partition) == (&partition.0, partition.1));
-            let oldest_pending = self.in_flight.get(partition).and_then(|p| p.first().copied());
-            let position = released.map(|r| r.offset).chain(oldest_pending).min().unwrap_or(*next);
-            if self.committed.get(partition) != Some(&position) {
-                offsets.add_partition_offset(&partition.0, partition.1, Offset::Offset(position))?;
-                positions.push((partition.clone(), position));
-            }
-        }
+        let positions = {
+            let positions = self.positions.lock().unwrap();
+            positions.to_commit(positions.next_offset.keys())
+        };
         if positions.is_empty() {
             return Ok(());
         }
+        let offsets = offset_list(&positions)?;
         let consumer = self.consumer.clone();
         tokio::task::spawn_blocking(move || consumer.commit(&offsets, CommitMode::Sync))
             .await?
             .context("committing offsets")?;
-        self.committed.extend(positions);
+        let mut current = self.positions.lock().unwrap();
+        for (partition, position) in positions {
+            // Unless revoked meanwhile.
+            if current.next_offset.contains_key(&partition) {
+                current.committed.insert(partition, position);
+            }
+        }
         Ok(())
     }
 

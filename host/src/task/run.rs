@@ -402,15 +402,15 @@ impl TaskLoop {
         }
     }
 
-    /// Asks the plugin to flush when records are held and the broker gave
-    /// nothing new (`idle`: its in-flight cap, or the end of the log), when a
-    /// held record's lock is about to run out, or when one has waited a flush
-    /// interval.
+    /// Asks the plugin to flush when records are held and a share group's
+    /// broker gave nothing new (`idle`: its in-flight cap, or the end of the
+    /// log), when a held record's lock is about to run out, or when one has
+    /// waited a flush interval.
     async fn flush_if_due(&mut self, idle: bool) -> Result<(), Failure> {
         if !self.records.is_holding() {
             return Ok(());
         }
-        if idle {
+        if idle && self.source.caps_records_in_flight() {
             return self.flush(FlushCause::Cap, FlushScope::All).await;
         }
         let now = Instant::now();

@@ -20,6 +20,14 @@ impl Source {
         }
     }
 
+    /// Whether the broker stops handing out records while too many are in
+    /// flight (a share group's `group.share.partition.max.record.locks`),
+    /// so that a sink holding records must flush when fetches come back
+    /// empty. A classic group has no such cap.
+    pub fn caps_records_in_flight(&self) -> bool {
+        matches!(self, Source::Share(_))
+    }
+
     /// Share groups: records a broker sent again while we held them, which
     /// were not handed on (librdkafka's mock repeats held records).
     pub fn resent_while_held(&self) -> u64 {

@@ -1,0 +1,168 @@
+//! A worker process killed with SIGKILL while its sink holds records, after
+//! a rebalance: nothing may be lost. The worker is the real `spillway serve`
+//! binary, driven through its REST API; the broker is the one in
+//! `SPILLWAY_TEST_BOOTSTRAP` or a librdkafka mock.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{Broker, assert_none_lost, file_sink_keys, produce, unique};
+
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// `spillway serve` on a free port, with its state in `dir`.
+struct Worker {
+    child: Child,
+    url: String,
+}
+
+impl Worker {
+    async fn start(broker: &Broker, dir: &Path) -> Worker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+        let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args(["--cache-dir", std::env::temp_dir().join("spillway-test-cache").to_str().unwrap()])
+            .args(["serve", "--port", &port.to_string(), "--bootstrap-servers", &broker.bootstrap])
+            .args(["--plugin-dir", plugins.to_str().unwrap()])
+            .args(["--state-file", dir.join("connectors.json").to_str().unwrap()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starting spillway serve");
+        let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + PATIENCE;
+        while reqwest::get(&worker.url).await.is_err() {
+            assert!(Instant::now() < deadline, "the worker never answered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        worker
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let response =
+            reqwest::Client::new().request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    }
+
+    async fn wait_running(&self, name: &str, tasks: usize) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let status: Value =
+                reqwest::get(format!("{}/connectors/{name}/status", self.url)).await.unwrap().json().await.unwrap();
+            let running = status["tasks"].as_array().map(|t| t.iter().filter(|t| t["state"] == "RUNNING").count());
+            if running == Some(tasks) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{tasks} tasks never ran: {status}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A counter of `/metrics`, per task.
+    async fn metric(&self, name: &str) -> Vec<u64> {
+        let text = reqwest::get(format!("{}/metrics", self.url)).await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .collect()
+    }
+
+    /// SIGKILL: no flush, no commit, no goodbye.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+/// A holding sink in a classic group; a second task joins mid-stream (a
+/// rebalance), then the worker is killed while records are held. Once a new
+/// worker takes over, every record is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("crash");
+    let worker = Worker::start(&broker, dir.path()).await;
+    let config = |tasks: u32, flush_ms: u32| {
+        json!({
+            "connector.class": "file-sink",
+            "topics": topic,
+            "tasks.max": tasks.to_string(),
+            "consumer.override.group.protocol": "classic",
+            "file": dir.path().join("crash-{task}.jsonl"),
+            "plugin.grant.fs.dirs": dir.path(),
+            "flush.interval.ms": flush_ms.to_string(),
+            // The killed worker's members leave the group when their
+            // sessions time out; the broker's minimum keeps the test short.
+            "consumer.override.session.timeout.ms": "6000",
+        })
+    };
+    worker.send(reqwest::Method::POST, "/connectors", json!({"name": "crash", "config": config(1, 600_000)})).await;
+    worker.wait_running("crash", 1).await;
+
+    // A steady stream keeps every poll busy, so the sink holds what it has.
+    // Once the second task runs and consumes, kill while records are held.
+    let mut keys = Vec::new();
+    let streaming = Instant::now();
+    let mut scaled = false;
+    let mut holding_since: Option<Instant> = None;
+    loop {
+        keys.extend(produce(&broker.bootstrap, &topic, 20).await);
+        if !scaled && streaming.elapsed() > Duration::from_secs(3) {
+            worker.send(reqwest::Method::PUT, "/connectors/crash/config", config(2, 600_000)).await;
+            scaled = true;
+        }
+        if scaled {
+            let polled = worker.metric("spillway_records_polled_total").await;
+            let accepted = worker.metric("spillway_records_accepted_total").await;
+            let held = polled.iter().sum::<u64>() > accepted.iter().sum::<u64>();
+            if polled.len() == 2 && polled.iter().all(|p| *p > 0) && held {
+                // Long enough for the tasks to commit (every second) while
+                // holding: a commit past a held record would lose it now.
+                let since = *holding_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(3) {
+                    println!("before the kill: {} produced, {polled:?} delivered, {accepted:?} accepted", keys.len());
+                    break;
+                }
+            } else {
+                holding_since = None;
+            }
+        }
+        assert!(streaming.elapsed() < PATIENCE, "the two tasks never held records together");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    worker.kill();
+
+    // A new worker with the same state file runs the connector again, now
+    // flushing every half second (a classic group flushes on the timer).
+    let worker = Worker::start(&broker, dir.path()).await;
+    worker.wait_running("crash", 2).await;
+    worker.send(reqwest::Method::PUT, "/connectors/crash/config", config(2, 500)).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let written = file_sink_keys(dir.path(), "crash-");
+        let have: std::collections::BTreeSet<&String> = written.iter().collect();
+        if keys.iter().all(|k| have.contains(k)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{} of {} records lost", keys.len() - have.len(), keys.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let duplicates =
+        assert_none_lost(&file_sink_keys(dir.path(), "crash-"), &keys, "SIGKILL after a rebalance, classic group");
+    println!("duplicates after the kill (expected: the records held at the kill, and more): {duplicates}");
+    worker.send(reqwest::Method::DELETE, "/connectors/crash", Value::Null).await;
+}
