@@ -275,3 +275,150 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
     stop.cancel();
     assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
 }
+
+/// A task of `plugin` with `raw` config, talking to the broker only through
+/// `proxy`; returns once it fetched (a new share group starts at the log end).
+async fn start_task_through(
+    proxy: &FaultProxy,
+    plugin: &str,
+    raw: &[(&str, &str)],
+) -> (tokio::task::JoinHandle<task::TaskExit>, Arc<TaskMetrics>, CancellationToken) {
+    let raw = raw.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    let plugin =
+        runtime.load_file(&plugins.join(format!("{plugin}.wasm"))).expect("run scripts/build-plugins.sh first");
+    let metrics = Arc::new(TaskMetrics::default());
+    let spec =
+        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: proxy.bootstrap.clone(), metrics: metrics.clone() };
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(task::start(&runtime, spec).await.expect("task starts").run(stop.clone()));
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.polls.load(Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the task never fetched");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (running, metrics, stop)
+}
+
+/// Reads `n` records of a dead-letter topic, as (context headers by name).
+async fn dead_letters(bootstrap: &str, topic: &str, n: usize) -> Vec<std::collections::BTreeMap<String, String>> {
+    use rdkafka::Message;
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::Headers;
+    let consumer: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("dlq-reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let m = tokio::time::timeout(PATIENCE, consumer.recv()).await.expect("a dead letter").unwrap();
+        let headers = m.headers().map(|hs| {
+            hs.iter()
+                .map(|h| (h.key.to_string(), String::from_utf8_lossy(h.value.unwrap_or_default()).into()))
+                .collect()
+        });
+        out.push(headers.unwrap_or_default());
+    }
+    out
+}
+
+/// The delivery count limit comes from the broker (DescribeConfigs, the
+/// group's config first), not from a copy in the connector config: with a
+/// limit of 3, a record that keeps failing is handed back twice, and on its
+/// third delivery goes to the dead-letter queue instead of being released
+/// into the broker's archive. The proxy answers DescribeConfigs as a Kafka
+/// 4.2 broker would (the mock has no DescribeConfigs), and announces 6 s
+/// locks so that records are handed back within seconds.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_delivery_limit_comes_from_the_broker_and_the_last_delivery_goes_to_the_dlq() {
+    let broker = Broker::start_or_env();
+    let proxy = FaultProxy::start(&broker.bootstrap);
+    proxy.serve_delivery_limits(Some(3), Some(7));
+    proxy.announce_lock_timeout(6_000);
+    let (topic, dlq, name) = (unique("share-limit"), unique("share-limit-dlq"), unique("limit"));
+    let raw = [
+        ("name", name.as_str()),
+        ("connector.class", "misbehave"),
+        ("topics", topic.as_str()),
+        ("mode", "fail-batch"),
+        ("errors.tolerance", "all"),
+        ("errors.deadletterqueue.topic.name", dlq.as_str()),
+    ];
+    let (running, metrics, stop) = start_task_through(&proxy, "misbehave", &raw).await;
+    let delivery = metrics.share_delivery.get().expect("a share task knows its delivery rules");
+    assert_eq!(delivery.delivery_count_limit, 3, "{delivery:?}");
+    assert_eq!(delivery.limit_source, "group config share.delivery.count.limit");
+
+    produce_keys(&broker, &topic, 10).await;
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.dead_lettered.load(Relaxed) < 10 {
+        assert!(Instant::now() < deadline, "never dead-lettered: {metrics:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for headers in dead_letters(&broker.bootstrap, &dlq, 10).await {
+        let message = &headers["__connect.errors.exception.message"];
+        assert!(message.contains("still failing on delivery 3 of at most 3"), "{message}");
+    }
+    // Handed back on deliveries 1 and 2, to the DLQ on 3; none archived.
+    assert_eq!(metrics.released.load(Relaxed), 20);
+    assert_eq!(metrics.archived.load(Relaxed), 0);
+    stop.cancel();
+    assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
+}
+
+/// A record batch that arrives whole but cannot be decoded (its CRC does not
+/// match) goes to the dead-letter queue with its offsets and the reason,
+/// instead of being released until the broker archives it; the rest of the
+/// records are accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undecodable_record_batch_goes_to_the_dlq_with_its_offsets() {
+    let broker = Broker::start_or_env();
+    let proxy = FaultProxy::start(&broker.bootstrap);
+    let (topic, dlq, name, dir) =
+        (unique("share-corrupt"), unique("share-corrupt-dlq"), unique("corrupt"), tempfile::tempdir().unwrap());
+    let record_file = dir.path().join("keys.txt");
+    let raw = [
+        ("name", name.as_str()),
+        ("connector.class", "misbehave"),
+        ("topics", topic.as_str()),
+        ("mode", "accept"),
+        ("record.file", record_file.to_str().unwrap()),
+        ("plugin.grant.fs.dirs", dir.path().to_str().unwrap()),
+        ("errors.tolerance", "all"),
+        ("errors.deadletterqueue.topic.name", dlq.as_str()),
+    ];
+    let (running, metrics, stop) = start_task_through(&proxy, "misbehave", &raw).await;
+    proxy.arm(Fault::CorruptRecordBatch);
+    let produced = produce_keys(&broker, &topic, 40).await;
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.accepted.load(Relaxed) + metrics.dead_lettered.load(Relaxed) < 40 {
+        assert!(Instant::now() < deadline, "records unaccounted for: {metrics:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(proxy.events().contains(&Event::Injected(Fault::CorruptRecordBatch)));
+    let dead = metrics.dead_lettered.load(Relaxed) as usize;
+    assert!(dead > 0, "the damaged batch was not dead-lettered");
+    let accepted: Vec<String> = std::fs::read_to_string(&record_file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    let unique_accepted: BTreeSet<String> = accepted.iter().cloned().collect();
+    assert_eq!(unique_accepted.len(), accepted.len(), "accepted twice");
+    assert!(unique_accepted.is_subset(&produced));
+    assert_eq!(accepted.len() + dead, produced.len(), "every record accepted or dead-lettered, once");
+    let letters = dead_letters(&broker.bootstrap, &dlq, dead).await;
+    for headers in &letters {
+        assert_eq!(headers["__connect.errors.stage"], "KAFKA_CONSUME");
+        assert!(headers["__connect.errors.exception.message"].contains("could not be decoded"), "{headers:?}");
+        assert!(headers["__connect.errors.offset"].parse::<i64>().is_ok());
+    }
+    println!("{dead} records of the damaged batch dead-lettered, {} accepted", accepted.len());
+    stop.cancel();
+    assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
+}

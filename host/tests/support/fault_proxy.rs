@@ -9,10 +9,13 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 use kafka_protocol::messages::share_fetch_response::{PartitionData, ShareFetchableTopicResponse};
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorResponse, MetadataResponse, RequestHeader, ResponseHeader, ShareAcknowledgeResponse,
-    ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    ApiKey, ApiVersionsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FindCoordinatorResponse,
+    MetadataResponse, RequestHeader, ResponseHeader, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::collections::{HashMap, VecDeque};
@@ -29,6 +32,9 @@ pub enum Fault {
     ShareFetchNotLeader,
     /// Answer the next ShareGroupHeartbeat with this error.
     Heartbeat(ResponseError),
+    /// Damage the first record batch of the next ShareFetch reply that
+    /// carries records (one byte of its payload: its CRC no longer matches).
+    CorruptRecordBatch,
 }
 
 /// What passed through, in order.
@@ -54,6 +60,9 @@ struct Inner {
     armed: Mutex<VecDeque<Fault>>,
     /// Acquisition lock duration to announce in every ShareFetch reply.
     lock_timeout_ms: Mutex<Option<i32>>,
+    /// Delivery count limits to answer DescribeConfigs with, as a Kafka 4.2
+    /// broker would: (the group's, the broker's).
+    delivery_limits: Mutex<Option<(Option<u16>, Option<u16>)>>,
     events: Mutex<Vec<Event>>,
     drop_all: broadcast::Sender<()>,
 }
@@ -65,6 +74,7 @@ impl FaultProxy {
             routes: Mutex::default(),
             armed: Mutex::default(),
             lock_timeout_ms: Mutex::default(),
+            delivery_limits: Mutex::default(),
             events: Mutex::default(),
             drop_all: broadcast::channel(4).0,
         });
@@ -82,6 +92,15 @@ impl FaultProxy {
     /// broker still counts the records as the client's.
     pub fn announce_lock_timeout(&self, ms: i32) {
         *self.inner.lock_timeout_ms.lock().unwrap() = Some(ms);
+    }
+
+    /// From now on, lists DescribeConfigs in ApiVersions and answers it
+    /// itself, as a Kafka 4.2 broker would: the group resource with
+    /// `share.delivery.count.limit` (or, with `None`, the error a broker
+    /// without group configs gives), the broker resource with
+    /// `group.share.delivery.count.limit`.
+    pub fn serve_delivery_limits(&self, group: Option<u16>, broker: Option<u16>) {
+        *self.inner.delivery_limits.lock().unwrap() = Some((group, broker));
     }
 
     /// Closes every open connection, both to the client and to the broker.
@@ -195,6 +214,11 @@ async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) ->
 
 /// The reply frame for a request the armed fault matches.
 fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<Bytes> {
+    if api == ApiKey::DescribeConfigs
+        && let Some(limits) = *inner.delivery_limits.lock().unwrap()
+    {
+        return describe_configs(limits, version, frame);
+    }
     let mut armed = inner.armed.lock().unwrap();
     let fault = *armed.front()?;
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version)).ok()?;
@@ -233,6 +257,51 @@ fn inject(inner: &Inner, api: ApiKey, version: i16, mut frame: Bytes) -> Option<
     drop(armed);
     inner.events.lock().unwrap().push(Event::Injected(fault));
     Some(with_header(api, version, header.correlation_id, &body))
+}
+
+/// DescribeConfigs answered from `(group, broker)` delivery limits.
+fn describe_configs((group, broker): (Option<u16>, Option<u16>), version: i16, mut frame: Bytes) -> Option<Bytes> {
+    let api = ApiKey::DescribeConfigs;
+    let header = RequestHeader::decode(&mut frame, api.request_header_version(version)).ok()?;
+    let request = DescribeConfigsRequest::decode(&mut frame, version).ok()?;
+    let mut reply = DescribeConfigsResponse::default();
+    for resource in &request.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let (key, value) = match resource.resource_type {
+            32 => ("share.delivery.count.limit", group),
+            _ => ("group.share.delivery.count.limit", broker),
+        };
+        match value {
+            Some(limit) => {
+                let mut config = DescribeConfigsResourceResult::default();
+                config.name = StrBytes::from_static_str(key);
+                config.value = Some(StrBytes::from_string(limit.to_string()));
+                result.configs.push(config);
+            }
+            None => result.error_code = ResponseError::InvalidRequest.code(),
+        }
+        reply.results.push(result);
+    }
+    let mut body = BytesMut::new();
+    reply.encode(&mut body, version).ok()?;
+    Some(with_header(api, version, header.correlation_id, &body))
+}
+
+/// Flips one byte inside the first record batch of a partition that carries
+/// records; false if none does.
+fn corrupt_first_batch(reply: &mut ShareFetchResponse) -> bool {
+    for partition in reply.responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        let Some(records) = partition.records.as_ref().filter(|r| r.len() > 61) else { continue };
+        let length = i32::from_be_bytes(records[8..12].try_into().unwrap()) as usize;
+        let mut damaged = BytesMut::from(&records[..]);
+        // The batch's last byte: inside what its CRC covers.
+        damaged[12 + length - 1] ^= 0xff;
+        partition.records = Some(damaged.freeze());
+        return true;
+    }
+    false
 }
 
 /// A reply frame (without its length prefix): header, then `body`.
@@ -279,8 +348,27 @@ fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) ->
             if let Some(ms) = *inner.lock_timeout_ms.lock().unwrap() {
                 r.acquisition_lock_timeout_ms = ms;
             }
+            let mut armed = inner.armed.lock().unwrap();
+            if armed.front() == Some(&Fault::CorruptRecordBatch) && corrupt_first_batch(&mut r) {
+                armed.pop_front();
+                inner.events.lock().unwrap().push(Event::Injected(Fault::CorruptRecordBatch));
+            }
             r.encode(&mut body, version)
         }),
+        // A broker that offers DescribeConfigs says so.
+        ApiKey::ApiVersions if inner.delivery_limits.lock().unwrap().is_some() => {
+            match ApiVersionsResponse::decode(&mut reader, version) {
+                Ok(mut r) if r.error_code == 0 => {
+                    let mut key = ApiVersion::default();
+                    key.api_key = ApiKey::DescribeConfigs as i16;
+                    key.min_version = 0;
+                    key.max_version = 4;
+                    r.api_keys.push(key);
+                    r.encode(&mut body, version)
+                }
+                _ => return frame,
+            }
+        }
         ApiKey::ShareAcknowledge => ShareAcknowledgeResponse::decode(&mut reader, version).and_then(|mut r| {
             r.node_endpoints.iter_mut().for_each(|n| proxied(&mut n.host, &mut n.port));
             r.encode(&mut body, version)
