@@ -485,9 +485,10 @@ async fn a_20_second_target_outage_loses_nothing_and_costs_at_most_one_delivery(
     herder.shutdown().await.unwrap();
 }
 
-/// A sink that holds records (file-sink, flush interval of ten minutes):
-/// with no fault injected each record is written exactly once, in a share
-/// group and in a classic group, although the test broker sends held
+/// A sink that holds records (file-sink): with no fault injected each record
+/// is written exactly once, in a share group (flush interval of ten minutes:
+/// it flushes at the broker's cap) and in a classic group (which has no cap:
+/// a one-second flush interval), although the test broker sends held
 /// records again on every fetch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_holding_sink_writes_each_record_once_in_share_and_classic_groups() {
@@ -496,7 +497,7 @@ async fn a_holding_sink_writes_each_record_once_in_share_and_classic_groups() {
     let herder = start_herder(&broker, dir.path()).await;
     let topic = unique("hold");
     herder.create("held-share".into(), file_sink_config("held-share", &topic, dir.path(), 2, &[]), None).await.unwrap();
-    let classic = [("consumer.override.group.protocol", "classic")];
+    let classic = [("consumer.override.group.protocol", "classic"), ("flush.interval.ms", "1000")];
     let config = file_sink_config("held-classic", &topic, dir.path(), 2, &classic);
     herder.create("held-classic".into(), config, None).await.unwrap();
     wait_running(&herder, "held-share", 2).await;

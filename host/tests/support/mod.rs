@@ -189,7 +189,10 @@ pub fn file_sink_keys(dir: &std::path::Path, prefix: &str) -> Vec<String> {
         if !path.file_name().unwrap().to_str().unwrap().starts_with(prefix) {
             continue;
         }
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        // A line without its newline is still being written: not yet there.
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        for line in complete.lines() {
             let value: serde_json::Value = serde_json::from_str(line).unwrap();
             keys.push(value["key"].as_str().unwrap().to_string());
         }
