@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use support::{Broker, produce, unique};
+use support::{Broker, file_sink_keys, produce, unique};
 use tokio_util::sync::CancellationToken;
 
 /// Upper bound for waits; tests assert on what happened, never how fast.
@@ -228,23 +228,7 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
         ("plugin.grant.fs.dirs", dir.path().to_str().unwrap()),
         ("flush.interval.ms", "600000"),
     ];
-    let raw = raw.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
-    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
-    let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    let plugin = runtime.load_file(&plugins.join("file-sink.wasm")).expect("run scripts/build-plugins.sh first");
-    let metrics = Arc::new(TaskMetrics::default());
-    let spec =
-        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: proxy.bootstrap.clone(), metrics: metrics.clone() };
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(task::start(&runtime, spec).await.expect("task starts").run(stop.clone()));
-
-    // A new share group starts at the log end: produce once the task fetched.
-    let deadline = Instant::now() + PATIENCE;
-    while !proxy.events().iter().any(|e| matches!(e, Event::Forwarded(ApiKey::ShareFetch, _))) {
-        assert!(Instant::now() < deadline, "the task never fetched");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (running, metrics, stop) = start_task_through(&proxy, "file-sink", &raw).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // 8 s locks, flushed with 5 s left: a stream of 7 s outlives the first.
     let mut produced = BTreeSet::new();
@@ -253,15 +237,12 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
         produced.extend(produce_keys(&broker, &topic, 5).await);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let deadline = Instant::now() + PATIENCE;
     while metrics.accepted.load(Relaxed) < produced.len() as u64 {
         assert!(Instant::now() < deadline, "held records were never flushed: {:?}", metrics);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let written: BTreeSet<String> = std::fs::read_to_string(&file)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["key"].as_str().unwrap().to_string())
-        .collect();
+    let written: BTreeSet<String> = file_sink_keys(dir.path(), "out").into_iter().collect();
     assert_eq!(written, produced, "the flush wrote every record before they were accepted");
     assert_eq!((metrics.released.load(Relaxed), metrics.ack_refused.load(Relaxed)), (0, 0));
     println!(

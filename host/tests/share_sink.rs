@@ -104,18 +104,7 @@ fn file_sink_config(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&
 
 /// Waits until file-sink wrote every one of `expected` under `prefix`.
 async fn wait_for_written(dir: &Path, prefix: &str, expected: &[String], limit: Duration) -> Vec<String> {
-    let want: BTreeSet<&String> = expected.iter().collect();
-    let deadline = Instant::now() + limit;
-    loop {
-        let got = file_sink_keys(dir, prefix);
-        let seen: BTreeSet<&String> = got.iter().collect();
-        let missing = want.iter().filter(|k| !seen.contains(**k)).count();
-        if missing == 0 {
-            return got;
-        }
-        assert!(Instant::now() < deadline, "{missing} of {} records never written by {prefix}", expected.len());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_all(expected, limit, prefix, || file_sink_keys(dir, prefix)).await
 }
 
 /// Once everything arrived, a little longer, so that a late duplicate shows.
@@ -124,16 +113,22 @@ const LATE_DUPLICATES: Duration = Duration::from_secs(3);
 /// Waits until every one of `expected` was accepted, or panics naming how
 /// many are missing after `limit`.
 async fn wait_for_keys(dir: &Path, name: &str, expected: &[String], limit: Duration) -> Vec<String> {
+    wait_for_all(expected, limit, name, || accepted_keys(dir, name)).await
+}
+
+/// Waits until `read` shows every one of `expected` (returning all it read,
+/// repeats included), or panics naming how many are missing after `limit`.
+async fn wait_for_all(expected: &[String], limit: Duration, what: &str, read: impl Fn() -> Vec<String>) -> Vec<String> {
     let want: BTreeSet<&String> = expected.iter().collect();
     let deadline = Instant::now() + limit;
     loop {
-        let got = accepted_keys(dir, name);
+        let got = read();
         let seen: BTreeSet<&String> = got.iter().collect();
         let missing = want.iter().filter(|k| !seen.contains(**k)).count();
         if missing == 0 {
             return got;
         }
-        assert!(Instant::now() < deadline, "{missing} of {} records never arrived at {name}", expected.len());
+        assert!(Instant::now() < deadline, "{missing} of {} records never arrived at {what}", expected.len());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -40,6 +40,25 @@ pub struct ConsumedRecord {
     pub undecodable: Option<String>,
 }
 
+impl ConsumedRecord {
+    /// A record with no timestamp, key, value or headers, delivered once.
+    pub fn without_payload(topic: &str, partition: i32, offset: i64) -> Self {
+        ConsumedRecord {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            timestamp: -1,
+            timestamp_type: TimestampType::None,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            delivery_count: 1,
+            lock_expires_at: None,
+            undecodable: None,
+        }
+    }
+}
+
 /// How a share consumer acknowledges a record (KIP-932's AcknowledgeType).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AckType {

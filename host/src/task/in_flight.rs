@@ -118,22 +118,9 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kafka::TimestampType;
 
     fn record(offset: i64) -> ConsumedRecord {
-        ConsumedRecord {
-            topic: "t".into(),
-            partition: 0,
-            offset,
-            timestamp: -1,
-            timestamp_type: TimestampType::None,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            delivery_count: 1,
-            lock_expires_at: None,
-            undecodable: None,
-        }
+        ConsumedRecord::without_payload("t", 0, offset)
     }
 
     #[test]

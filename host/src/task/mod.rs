@@ -88,7 +88,10 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             Source::Share(Box::new(consumer))
         }
     };
-    let delivery_limit = spec.metrics.share_delivery.get().map(|d| d.delivery_count_limit);
+    let delivery_limit = match &source {
+        Source::Share(consumer) => Some(consumer.delivery_limit().limit),
+        Source::Classic(_) => None,
+    };
 
     Ok(TaskLoop {
         name,

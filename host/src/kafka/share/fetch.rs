@@ -112,17 +112,10 @@ fn undecodable(
     reason: Option<String>,
 ) -> ConsumedRecord {
     ConsumedRecord {
-        topic: topic.to_string(),
-        partition,
-        offset,
-        timestamp: -1,
-        timestamp_type: TimestampType::None,
-        key: None,
-        value: None,
-        headers: Vec::new(),
         delivery_count,
         lock_expires_at: Some(lock_expires_at),
         undecodable: reason,
+        ..ConsumedRecord::without_payload(topic, partition, offset)
     }
 }
 
