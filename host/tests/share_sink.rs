@@ -45,20 +45,25 @@ async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
 
 /// A misbehave connector recording accepted keys into `dir/keys-<task>.txt`.
 fn connector_config(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
-    let mut config: ConfigMap = [
-        ("connector.class", "misbehave"),
-        ("topics", topic),
-        ("mode", "accept"),
-        ("plugin.grant.fs.dirs", dir.to_str().unwrap()),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    config.insert("name".into(), name.into());
-    config.insert("tasks.max".into(), tasks.to_string());
-    config.insert("record.file".into(), dir.join(format!("{name}-keys-{{task}}.txt")).to_str().unwrap().into());
-    config.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    config
+    let record_file = dir.join(format!("{name}-keys-{{task}}.txt"));
+    let base = [("connector.class", "misbehave"), ("mode", "accept"), ("record.file", record_file.to_str().unwrap())];
+    config_map(name, topic, dir, tasks, &base, extra)
+}
+
+/// A connector named `name` on `topic` with `tasks` tasks, granted `dir`:
+/// `base`, then `extra` over it.
+fn config_map(
+    name: &str,
+    topic: &str,
+    dir: &Path,
+    tasks: u32,
+    base: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> ConfigMap {
+    let tasks = tasks.to_string();
+    let common =
+        [("name", name), ("topics", topic), ("tasks.max", &tasks), ("plugin.grant.fs.dirs", dir.to_str().unwrap())];
+    common.iter().chain(base).chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Every key the connector's tasks accepted so far, with repeats.
@@ -86,20 +91,9 @@ fn accepted_deliveries(dir: &Path, name: &str) -> Vec<(String, u16)> {
 /// holding records until a flush: with this flush interval, only the loop's
 /// other causes (the broker's cap, locks, stopping) make it flush.
 fn file_sink_config(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
-    let mut config: ConfigMap = [
-        ("connector.class", "file-sink"),
-        ("topics", topic),
-        ("plugin.grant.fs.dirs", dir.to_str().unwrap()),
-        ("flush.interval.ms", "600000"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    config.insert("name".into(), name.into());
-    config.insert("tasks.max".into(), tasks.to_string());
-    config.insert("file".into(), dir.join(format!("{name}-{{task}}.jsonl")).to_str().unwrap().into());
-    config.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    config
+    let file = dir.join(format!("{name}-{{task}}.jsonl"));
+    let base = [("connector.class", "file-sink"), ("file", file.to_str().unwrap()), ("flush.interval.ms", "600000")];
+    config_map(name, topic, dir, tasks, &base, extra)
 }
 
 /// Waits until file-sink wrote every one of `expected` under `prefix`.

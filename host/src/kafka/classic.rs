@@ -31,6 +31,8 @@ struct Positions {
     redeliver: VecDeque<ConsumedRecord>,
     /// The last position committed, to skip no-op commits.
     committed: HashMap<Partition, i64>,
+    /// Partitions forgotten so far: tells `poll` whether a rebalance ran.
+    revoked: u64,
 }
 
 impl Positions {
@@ -62,6 +64,7 @@ impl Positions {
         self.next_offset.remove(partition);
         self.committed.remove(partition);
         self.redeliver.retain(|r| (&r.topic, r.partition) != (&partition.0, partition.1));
+        self.revoked += 1;
     }
 }
 
@@ -156,6 +159,7 @@ impl ClassicSource {
             }
         }
         let mut batch = Vec::new();
+        let revoked_before = self.positions.lock().unwrap().revoked;
         let deadline = tokio::time::Instant::now() + timeout;
         while batch.len() < self.max_records {
             // A rebalance runs inside recv(): what it revokes is forgotten
@@ -186,6 +190,9 @@ impl ClassicSource {
         // Records of partitions revoked after they were received are no
         // longer ours: the new owner gets them from the last commit.
         let positions = self.positions.lock().unwrap();
+        if positions.revoked == revoked_before {
+            return Ok(batch);
+        }
         batch.retain(|r| {
             positions.in_flight.get(&(r.topic.clone(), r.partition)).is_some_and(|p| p.contains(&r.offset))
         });

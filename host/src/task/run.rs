@@ -4,10 +4,9 @@
 //! redelivery, never loss.
 //!
 //! The next batch is fetched while `put()` runs, when `put()` is slower than
-//! a fetch. A batch that fails in a way
-//! that may pass is kept and put again after a backoff, as Connect retries,
-//! and handed back to the broker (RELEASE, which costs a delivery) only when
-//! its locks are about to run out.
+//! a fetch. A batch that fails in a way that may pass is kept and put again
+//! after a backoff, as Connect retries, and handed back to the broker
+//! (RELEASE, which costs a delivery) only when its locks are about to run out.
 
 use super::config::{ConnectorConfig, Tolerance};
 use super::convert::to_sink_record;
