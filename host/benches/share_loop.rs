@@ -118,7 +118,8 @@ async fn task_loop(bootstrap: &str, connector: &str, topic: &str) -> (Duration, 
         .collect();
     let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
-    let plugin = runtime.load_file(&plugin_dir().join("noop-sink.wasm")).expect("run scripts/build-plugins.sh first");
+    let plugin =
+        runtime.load_file(&plugin_dir().join("noop-sink.wasm")).await.expect("run scripts/build-plugins.sh first");
     let metrics = Arc::new(TaskMetrics::default());
     let spec =
         TaskSpec { task_id: 0, config, plugin, bootstrap_servers: bootstrap.to_string(), metrics: metrics.clone() };

@@ -186,7 +186,7 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
 
     let runtime = Runtime::new(cache_dir)?;
     let started = Instant::now();
-    let plugin = runtime.load_file(&args.plugin)?;
+    let plugin = runtime.load_file(&args.plugin).await?;
     eprintln!(
         "plugin {} {} ({}) ready in {} ms",
         plugin.metadata.name,

@@ -269,7 +269,7 @@ async fn start_task_through(
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
     let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
     let plugin =
-        runtime.load_file(&plugins.join(format!("{plugin}.wasm"))).expect("run scripts/build-plugins.sh first");
+        runtime.load_file(&plugins.join(format!("{plugin}.wasm"))).await.expect("run scripts/build-plugins.sh first");
     let metrics = Arc::new(TaskMetrics::default());
     let spec =
         TaskSpec { task_id: 0, config, plugin, bootstrap_servers: proxy.bootstrap.clone(), metrics: metrics.clone() };

@@ -156,7 +156,7 @@ async fn spawn_task(
     stop: &CancellationToken,
 ) -> (JoinHandle<TaskExit>, Arc<TaskMetrics>) {
     let config = Arc::new(ConnectorConfig::parse(raw, &WorkerDefaults::default()).unwrap());
-    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).unwrap();
+    let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).await.unwrap();
     let metrics = Arc::new(TaskMetrics::default());
     let spec =
         TaskSpec { task_id, config, plugin, bootstrap_servers: broker.bootstrap.clone(), metrics: metrics.clone() };

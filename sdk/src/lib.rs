@@ -43,6 +43,7 @@ extern crate self as spillway_sdk;
 
 mod config;
 pub mod log;
+pub mod object_store;
 
 pub use config::Config;
 
@@ -53,7 +54,8 @@ pub mod __private {
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "sink",
+            world: "full",
+            generate_all,
             pub_export_macro: true,
             default_bindings_module: "spillway_sdk::__private::bindings",
             runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
@@ -104,12 +106,17 @@ pub mod __private {
 
 pub use __private::bindings::spillway::connector::types::{
     ConfigError, ConfigKey, ConfigType, FlushScope, Header, Importance, Outcome, PluginMetadata, PutReport, Settlement,
-    SinkRecord, TaskError, TimestampType,
+    SinkRecord, TimestampType,
 };
+/// The one retriable / fatal classification: what a call into the plugin
+/// returns, and what every capability returns, so `?` passes a capability's
+/// error on unchanged.
+pub use __private::bindings::spillway::types::errors::Error as TaskError;
 
 /// The version of the WIT contract (`spillway:connector`) this SDK builds
-/// plugins against; a host refuses a plugin built against another.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+/// plugins against; a host refuses a plugin built against another 0.minor
+/// track or a newer one.
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// A sink connector. One value serves one task; the host creates it with
 /// [`Sink::start`] and drops it after [`Sink::stop`].

@@ -3,13 +3,13 @@
 //! Outside WebAssembly (a plugin's own unit tests, native benchmarks) these
 //! calls do nothing.
 
-pub use crate::__private::bindings::spillway::connector::log::Level;
+pub use crate::__private::bindings::spillway::log::log::Level;
 
 /// Whether a message at `level` would be recorded by the host.
 pub fn enabled(level: Level) -> bool {
     #[cfg(target_family = "wasm")]
     {
-        crate::__private::bindings::spillway::connector::log::enabled(level)
+        crate::__private::bindings::spillway::log::log::enabled(level)
     }
     #[cfg(not(target_family = "wasm"))]
     {
@@ -20,7 +20,7 @@ pub fn enabled(level: Level) -> bool {
 
 pub fn log(level: Level, message: &str) {
     #[cfg(target_family = "wasm")]
-    crate::__private::bindings::spillway::connector::log::log(level, message);
+    crate::__private::bindings::spillway::log::log::log(level, message);
     #[cfg(not(target_family = "wasm"))]
     let _ = (level, message);
 }

@@ -1,131 +1,49 @@
-//! What a plugin may reach. Each granted interface lives in a file of its own;
-//! `Grants` is parsed from the connector config, and nothing is reachable that
-//! the config did not grant.
+//! What a plugin may reach: one room per capability, each owning its
+//! context, its host functions and its grant settings, as wasmtime-wasi does.
 //!
-//! Capability keys (all optional):
-//!
-//! | key | grants |
-//! |---|---|
-//! | `plugin.grant.fs.dirs` | read-write access to these host directories (comma-separated), at the same paths |
-//! | `plugin.grant.net.connect` | TCP connections to these `ip:port` addresses |
-//! | `plugin.grant.clock` | the real wall and monotonic clocks (otherwise both read 0) |
-//! | `plugin.grant.random` | real randomness (otherwise a fixed byte stream) |
-//! | `plugin.grant.env.<NAME>` | an environment variable `NAME` with this value |
+//! The shape every capability keeps (`docs/capabilities.md` has the whole
+//! rule):
+//! - a WIT package of its own under `wit/deps/`, versioned;
+//! - a context (`…Ctx`) built from the connector's [`Grants`], and a view
+//!   trait (`…View`) through which the store's data lends it out; the
+//!   runtime composes the contexts into its store and links a capability
+//!   only when the connector grants it. Capabilities never import the
+//!   runtime;
+//! - every operation through [`op::run`]: its own timeout, nested in what is
+//!   left of the plugin call ([`CallBudget`]), retries with backoff, metrics;
+//! - every failure as the one [`errors::Error`]: retriable or fatal.
 
-mod log;
-mod output;
-mod wasi;
+pub mod errors;
+mod grants;
+pub mod log;
+pub mod object_store;
+pub mod op;
+pub mod wasi;
 
-pub use output::OutputTail;
+pub use grants::{DETERMINISTIC_KEY, DirGrant, GRANT_PREFIX, Grants, WasiGrants};
+pub use op::{CallBudget, CapabilityMetrics};
 
-use crate::runtime::MemoryLimiter;
-use anyhow::{Result, bail};
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use wasmtime::Engine;
-use wasmtime::component::{Component, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-
-const GRANT_PREFIX: &str = "plugin.grant.";
-
-/// The capabilities one connector's plugin instances get.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Grants {
-    pub dirs: Vec<PathBuf>,
-    pub connect: Vec<SocketAddr>,
-    pub clock: bool,
-    pub random: bool,
-    pub env: BTreeMap<String, String>,
+/// An interface a plugin may import, and what grants it.
+pub struct Capability {
+    /// The WIT interface, without its version: `spillway:object-store/buckets`.
+    pub interface: &'static str,
+    /// The version of the interface's package this host implements.
+    pub version: &'static str,
+    /// The grant's capability segment (`plugin.grant.<grant>.<name>.*`);
+    /// `None` for what every plugin gets.
+    pub grant: Option<&'static str>,
+    /// Whether a connector's grants include it.
+    pub granted: fn(&Grants) -> bool,
 }
 
-impl Grants {
-    /// Reads the `plugin.grant.*` keys of a connector config.
-    pub fn from_config<'a>(config: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self> {
-        let mut grants = Grants::default();
-        for (key, value) in config {
-            let Some(grant) = key.strip_prefix(GRANT_PREFIX) else { continue };
-            let list = || value.split(',').map(str::trim).filter(|s| !s.is_empty());
-            match grant {
-                "fs.dirs" => {
-                    for dir in list() {
-                        let path = PathBuf::from(dir);
-                        if !path.is_absolute() {
-                            bail!("{key}: '{dir}' must be an absolute path");
-                        }
-                        grants.dirs.push(path);
-                    }
-                }
-                "net.connect" => {
-                    for addr in list() {
-                        grants.connect.push(
-                            addr.parse().map_err(|_| anyhow::anyhow!("{key}: '{addr}' is not an ip:port address"))?,
-                        );
-                    }
-                }
-                "clock" => grants.clock = parse_bool(key, value)?,
-                "random" => grants.random = parse_bool(key, value)?,
-                other => match other.strip_prefix("env.") {
-                    Some(name) if !name.is_empty() => {
-                        grants.env.insert(name.to_string(), value.to_string());
-                    }
-                    _ => bail!("unknown capability '{key}'"),
-                },
-            }
-        }
-        Ok(grants)
-    }
-}
-
-fn parse_bool(key: &str, value: &str) -> Result<bool> {
-    match value.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        other => bail!("{key}: expected true or false, got '{other}'"),
-    }
-}
-
-/// Everything a plugin instance's store holds.
-pub struct PluginState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    pub(crate) limiter: MemoryLimiter,
-    /// The connector and task, for log lines.
-    pub(crate) name: String,
-    /// The end of what the plugin wrote to stderr: a panic message lands here.
-    pub(crate) stderr: OutputTail,
-}
-
-impl PluginState {
-    pub(crate) fn new(name: &str, grants: &Grants, memory_bytes: usize) -> Result<Self> {
-        let stderr = OutputTail::new(name);
-        Ok(PluginState {
-            wasi: wasi::sandbox(grants, &stderr)?,
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(memory_bytes),
-            name: name.to_string(),
-            stderr,
-        })
-    }
-}
-
-impl WasiView for PluginState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-/// Interfaces every plugin may import. WASI is always linked, but sandboxed by
-/// the context `wasi::sandbox` builds from the grants.
-const ALWAYS_LINKED: [&str; 3] = ["wasi:", "spillway:connector/types@", "spillway:connector/log@"];
-
-/// Refuses a component that imports an interface this host does not provide,
-/// naming it, instead of failing later with a linker error.
-pub fn check_imports(engine: &Engine, component: &Component, _grants: &Grants) -> Result<()> {
-    for (name, _) in component.component_type().imports(engine) {
-        if !ALWAYS_LINKED.iter().any(|prefix| name.starts_with(prefix)) {
-            bail!("plugin imports '{name}', a capability this host does not provide");
-        }
-    }
-    Ok(())
-}
+/// Every `spillway:*` interface this host implements.
+pub const CAPABILITIES: &[Capability] = &[
+    Capability { interface: "spillway:types/errors", version: errors::VERSION, grant: None, granted: |_| true },
+    Capability { interface: "spillway:log/log", version: log::VERSION, grant: None, granted: |_| true },
+    Capability {
+        interface: "spillway:object-store/buckets",
+        version: object_store::VERSION,
+        grant: Some("object-store"),
+        granted: |g| !g.object_stores.is_empty(),
+    },
+];

@@ -14,7 +14,7 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads every `*.wasm` in `dir`. A plugin that fails to load is logged
     /// and left out; it does not keep the others from serving.
-    pub fn scan(runtime: &Runtime, dir: &Path) -> Self {
+    pub async fn scan(runtime: &Runtime, dir: &Path) -> Self {
         let mut registry = PluginRegistry::default();
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
@@ -26,7 +26,7 @@ impl PluginRegistry {
         let mut paths: Vec<_> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
         paths.sort();
         for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "wasm")) {
-            match runtime.load_file(&path) {
+            match runtime.load_file(&path).await {
                 Ok(plugin) => {
                     tracing::info!(plugin = plugin.metadata.name, version = plugin.metadata.version,
                         digest = plugin.digest, path = %path.display(), "plugin installed");

@@ -223,14 +223,12 @@ async fn plugin_validate(runtime: &Runtime, plugin: &Plugin, config: &ConfigMap)
     let runtime = runtime.clone();
     let plugin = plugin.clone();
     let pairs: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let result = tokio::task::spawn_blocking(move || {
-        let mut probe = runtime.instantiate(&plugin, "validate", &Default::default(), &Default::default())?;
-        probe.validate(&pairs).map_err(anyhow::Error::from)
-    })
-    .await;
-    match result {
-        Ok(Ok(errors)) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
-        Ok(Err(e)) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
-        Err(e) => vec![("connector.class".into(), format!("the plugin's validate failed: {e}"))],
+    let result = async {
+        let mut probe = runtime.validation_probe(&plugin).await?;
+        probe.validate(&pairs).await.map_err(anyhow::Error::from)
+    };
+    match result.await {
+        Ok(errors) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
+        Err(e) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
     }
 }

@@ -89,10 +89,7 @@ fn not_found(name: &str) -> HerderError {
 
 impl Worker {
     pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
-        let plugins = {
-            let (runtime, dir) = (runtime.clone(), config.plugin_dir.clone());
-            tokio::task::spawn_blocking(move || PluginRegistry::scan(&runtime, &dir)).await?
-        };
+        let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
         let store = StateStore::new(&config.state_file);
         let mut stored = store.load()?;
         // KIP-745: start-up starts everything, which fulfils any restart

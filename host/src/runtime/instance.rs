@@ -1,14 +1,12 @@
 use super::bindings::{self, ConfigError, FlushScope, PluginMetadata, PutReport, Settlement, SinkRecord, TaskError};
-use super::{EPOCH_TICK, Limits};
-use crate::capabilities::{Grants, PluginState};
+use super::{Limits, PluginState};
 use anyhow::Result;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Instant;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, Store};
 
 /// Why a call into a plugin did not give a result.
 #[derive(Debug, Clone)]
@@ -54,69 +52,54 @@ impl fmt::Display for PluginError {
 
 impl std::error::Error for PluginError {}
 
-/// Interrupts the call an instance is running, from another thread: a task
-/// stopping does not wait for a stuck `put()` to reach its time limit.
-#[derive(Clone, Default)]
-pub struct Interrupter(Arc<AtomicBool>);
-
-impl Interrupter {
-    /// The running call (or the next one, if none runs) traps at the next
-    /// epoch tick and leaves the instance unusable.
-    pub fn interrupt(&self) {
-        self.0.store(true, Relaxed);
-    }
-
-    /// Withdraws an interrupt that came after the call it was meant for ended.
-    pub fn clear(&self) {
-        self.0.store(false, Relaxed);
-    }
-
-    fn is_set(&self) -> bool {
-        self.0.load(Relaxed)
-    }
-}
-
 /// One plugin instance with its own store: serves exactly one task.
 pub struct PluginInstance {
     store: Store<PluginState>,
-    bindings: bindings::Sink,
+    bindings: bindings::Full,
     limits: Limits,
-    deadline: Arc<CallDeadline>,
-    interrupter: Interrupter,
+    /// While set, a call still running when it is cancelled is dropped: a
+    /// task that stops does not wait out a stuck `put()`.
+    interrupt_on: Option<CancellationToken>,
     poisoned: bool,
 }
 
+/// How a call ended, before it is turned into a result.
+enum Ended<R> {
+    Returned(wasmtime::Result<R>),
+    TimedOut,
+    Interrupted,
+}
+
 impl PluginInstance {
-    pub(super) fn new(
+    pub(super) async fn new(
         engine: &Engine,
         linker: &Linker<PluginState>,
         component: &Component,
-        name: &str,
-        grants: &Grants,
+        state: PluginState,
         limits: &Limits,
     ) -> Result<Self> {
-        let state = PluginState::new(name, grants, limits.memory_bytes)?;
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
-        // Called at every epoch tick while wasm runs: ends the call once its
-        // time is up or the task asked to interrupt it.
-        let (deadline, interrupter) = (Arc::new(CallDeadline::starting_now(limits)), Interrupter::default());
-        let (call_deadline, interrupt) = (deadline.clone(), interrupter.clone());
-        store.epoch_deadline_callback(move |_| {
-            if interrupt.is_set() || call_deadline.passed() {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Continue(1))
-            }
-        });
-        store.set_epoch_deadline(1);
-        let bindings = bindings::Sink::instantiate(&mut store, component, linker)?;
-        Ok(PluginInstance { store, bindings, limits: limits.clone(), deadline, interrupter, poisoned: false })
+        // Running wasm yields to the executor at every epoch tick, so that
+        // the call's deadline and a stop are seen even in an endless loop.
+        store.epoch_deadline_async_yield_and_update(1);
+        let mut instance = PluginInstance {
+            bindings: bindings::Full::instantiate_async(&mut store, component, linker).await?,
+            store,
+            limits: limits.clone(),
+            interrupt_on: None,
+            poisoned: false,
+        };
+        // Instantiation runs the plugin's start-up code: bound it as well.
+        instance.store.set_epoch_deadline(1);
+        Ok(instance)
     }
 
-    /// A handle that interrupts this instance's calls from another thread.
-    pub fn interrupter(&self) -> Interrupter {
-        self.interrupter.clone()
+    /// Calls after `token` is cancelled end at once as `Interrupted` (or at
+    /// the next epoch tick, if wasm is running); `None` lets calls run to
+    /// their time limit, as the final flush and stop of a task must.
+    pub fn interrupt_on(&mut self, token: Option<CancellationToken>) {
+        self.interrupt_on = token;
     }
 
     /// False once a trap, timeout, memory failure or interrupt ended a call.
@@ -129,45 +112,68 @@ impl PluginInstance {
         self.store.data().limiter.current_bytes
     }
 
-    pub fn metadata(&mut self) -> Result<PluginMetadata, PluginError> {
-        self.call(|b, s| b.spillway_connector_plugin().call_metadata(s))
+    pub async fn metadata(&mut self) -> Result<PluginMetadata, PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_plugin().call_metadata(store)).await;
+        self.finish(ended)
     }
 
-    pub fn validate(&mut self, config: &[(String, String)]) -> Result<Vec<ConfigError>, PluginError> {
-        self.call(|b, s| b.spillway_connector_plugin().call_validate(s, &config.to_vec()))
+    pub async fn validate(&mut self, config: &[(String, String)]) -> Result<Vec<ConfigError>, PluginError> {
+        let config = config.to_vec();
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_plugin().call_validate(store, &config)).await;
+        self.finish(ended)
     }
 
-    pub fn start(&mut self, config: &[(String, String)]) -> Result<(), PluginError> {
-        self.call(|b, s| b.spillway_connector_sink_task().call_start(s, &config.to_vec()))?.map_err(PluginError::Task)
+    pub async fn start(&mut self, config: &[(String, String)]) -> Result<(), PluginError> {
+        let config = config.to_vec();
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_start(store, &config)).await;
+        self.finish(ended)?.map_err(PluginError::Task)
     }
 
-    pub fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
-        self.call(|b, s| b.spillway_connector_sink_task().call_put(s, batch))?.map_err(PluginError::Task)
+    pub async fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, batch)).await;
+        self.finish(ended)?.map_err(PluginError::Task)
     }
 
-    pub fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
-        self.call(|b, s| b.spillway_connector_sink_task().call_flush(s, scope))?.map_err(PluginError::Task)
+    pub async fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, scope)).await;
+        self.finish(ended)?.map_err(PluginError::Task)
     }
 
-    pub fn stop(&mut self) -> Result<(), PluginError> {
-        self.call(|b, s| b.spillway_connector_sink_task().call_stop(s))
+    pub async fn stop(&mut self) -> Result<(), PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_stop(store)).await;
+        self.finish(ended)
     }
 
-    /// Runs one call with a fresh CPU deadline, turning traps into errors that
-    /// say what happened.
-    fn call<R>(
-        &mut self,
-        f: impl FnOnce(&bindings::Sink, &mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> Result<R, PluginError> {
+    /// Starts a call: its deadline, and the capabilities' share of it.
+    fn begin(&mut self) -> Result<(&bindings::Full, &mut Store<PluginState>, CallGuard), PluginError> {
         if self.poisoned {
             return Err(PluginError::Poisoned);
         }
-        self.deadline.restart(&self.limits);
+        let deadline = Instant::now() + self.limits.call_timeout;
+        self.store.data().budget.set(Some(deadline - capability_reserve(self.limits.call_timeout)));
         self.store.set_epoch_deadline(1);
-        f(&self.bindings, &mut self.store).map_err(|err| {
-            self.poisoned = true;
-            self.classify(err)
-        })
+        let guard = CallGuard { deadline, interrupt_on: self.interrupt_on.clone() };
+        Ok((&self.bindings, &mut self.store, guard))
+    }
+
+    /// Turns how a call ended into its result; any failure but the plugin's
+    /// own error leaves the instance unusable.
+    fn finish<R>(&mut self, ended: Ended<R>) -> Result<R, PluginError> {
+        self.store.data().budget.set(None);
+        let error = match ended {
+            Ended::Returned(Ok(value)) => return Ok(value),
+            Ended::Returned(Err(err)) => self.classify(err),
+            Ended::TimedOut => PluginError::Timeout { limit_ms: self.limits.call_timeout.as_millis() as u64 },
+            Ended::Interrupted => PluginError::Interrupted,
+        };
+        self.poisoned = true;
+        Err(error)
     }
 
     fn classify(&mut self, err: wasmtime::Error) -> PluginError {
@@ -175,39 +181,44 @@ impl PluginInstance {
         if state.limiter.exceeded {
             return PluginError::OutOfMemory { limit_bytes: self.limits.memory_bytes };
         }
-        if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-            if self.interrupter.is_set() {
-                return PluginError::Interrupted;
-            }
-            return PluginError::Timeout { limit_ms: self.limits.call_timeout.as_millis() as u64 };
-        }
         let stderr = state.stderr.text();
         let trap = format!("{err:?}");
         PluginError::Trap(if stderr.is_empty() { trap } else { format!("{stderr}\n{trap}") })
     }
 }
 
-/// When the running call must end. Wall time, checked at each epoch tick
-/// (`EPOCH_TICK`), so time spent in host calls counts as well.
-struct CallDeadline {
-    base: Instant,
-    /// Nanoseconds after `base`.
-    at: AtomicU64,
+/// What ends a call from outside: its deadline, or its task stopping.
+struct CallGuard {
+    deadline: Instant,
+    interrupt_on: Option<CancellationToken>,
 }
 
-impl CallDeadline {
-    fn starting_now(limits: &Limits) -> Self {
-        let deadline = CallDeadline { base: Instant::now(), at: AtomicU64::new(0) };
-        deadline.restart(limits);
-        deadline
+impl CallGuard {
+    /// Runs a call's future until it returns, its deadline passes, or its
+    /// task stops. Dropping the future ends the call wherever it is: in wasm
+    /// (which yields at every epoch tick) or in a host call.
+    async fn run<R>(self, call: impl Future<Output = wasmtime::Result<R>>) -> Ended<R> {
+        let stopped = async {
+            match &self.interrupt_on {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = stopped => Ended::Interrupted,
+            returned = tokio::time::timeout_at(self.deadline, call) => match returned {
+                Ok(returned) => Ended::Returned(returned),
+                Err(_) => Ended::TimedOut,
+            },
+        }
     }
+}
 
-    fn restart(&self, limits: &Limits) {
-        let at = self.base.elapsed() + limits.call_timeout.max(EPOCH_TICK);
-        self.at.store(at.as_nanos() as u64, Relaxed);
-    }
-
-    fn passed(&self) -> bool {
-        self.base.elapsed().as_nanos() as u64 >= self.at.load(Relaxed)
-    }
+/// How long before a call's deadline its capability operations must end,
+/// so that a slow one reaches the plugin as a retriable error it can return
+/// rather than the call timing out: a tenth of the call's time, between
+/// 10 ms and 1 s.
+fn capability_reserve(call_timeout: Duration) -> Duration {
+    (call_timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }

@@ -1,45 +1,55 @@
 //! The sandboxed WebAssembly runtime: one wasmtime engine per host, compiled
 //! plugins cached by content digest, and one store per task instance.
+//!
+//! Calls into plugins are async: wasm yields to the executor at every epoch
+//! tick, and host calls (WASI, capabilities) are futures, so one deadline
+//! bounds a call wherever it is stuck, and a task that stops drops it.
 
 mod cache;
+mod contract;
 mod instance;
 mod limits;
+mod state;
 
 pub use cache::ComponentCache;
-pub use instance::{Interrupter, PluginError, PluginInstance};
+pub use contract::CONTRACT_VERSION;
+pub use instance::{PluginError, PluginInstance};
 pub use limits::Limits;
-pub(crate) use limits::MemoryLimiter;
+pub use state::PluginState;
 
-use crate::capabilities::{self, Grants};
+use crate::capabilities::{self, CapabilityMetrics, Grants};
 use anyhow::{Context, Result, anyhow};
+use contract::Linking;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-/// The generated host side of `wit/connector.wit`.
+/// The generated host side of `wit/connector.wit`: the exports a sink
+/// offers. The imports are each capability's own bindings.
 pub mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
-        world: "sink",
+        world: "spillway:connector/full",
+        exports: { default: async },
+        with: {
+            "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
+            "spillway:log/log": crate::capabilities::log::bindings::spillway::log::log,
+            "spillway:object-store/buckets": crate::capabilities::object_store::bindings::spillway::object_store::buckets,
+        },
     });
     pub use self::spillway::connector::types::*;
 }
 
 use bindings::PluginMetadata;
 
-/// The version of `wit/connector.wit` this host speaks. A plugin built
-/// against another version is refused with a message naming both.
-pub const CONTRACT_VERSION: &str = "0.2.0";
-const CONTRACT_PACKAGE: &str = "spillway:connector";
-
-/// How often the epoch advances: the granularity of per-call CPU bounds.
+/// How often the epoch advances: how often running wasm yields, and so the
+/// granularity of per-call deadlines and stops.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The engine, the linker every plugin is instantiated against, and the
-/// compiled-component cache. Cheap to clone.
+/// The engine and the compiled-component cache. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -47,8 +57,8 @@ pub struct Runtime {
 
 struct Inner {
     engine: Engine,
-    linker: Linker<capabilities::PluginState>,
     cache: ComponentCache,
+    capability_metrics: Arc<CapabilityMetrics>,
 }
 
 /// A compiled plugin: what instances of it are made from.
@@ -64,19 +74,13 @@ impl Runtime {
     /// compiled components across host restarts.
     pub fn new(cache_dir: &Path) -> Result<Self> {
         let mut config = Config::new();
-        // Epoch interruption bounds each call: an endless loop traps instead
-        // of pinning a host thread forever.
+        // Epoch interruption makes running wasm yield, so that a deadline or
+        // a stop can end a call that never reaches a host call.
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| anyhow!("wasmtime engine: {e:?}"))?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:?}"))?;
-        bindings::Sink::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(|e| anyhow!("linking spillway imports: {e:?}"))?;
-
         start_epoch_ticker(&engine);
         let cache = ComponentCache::new(engine.clone(), cache_dir)?;
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, cache }) })
+        Ok(Runtime { inner: Arc::new(Inner { engine, cache, capability_metrics: Arc::default() }) })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -88,56 +92,81 @@ impl Runtime {
         self.inner.cache.compilations()
     }
 
+    /// Counts per capability operation, across every instance.
+    pub fn capability_metrics(&self) -> &CapabilityMetrics {
+        &self.inner.capability_metrics
+    }
+
     /// Compiles (or loads from the cache) a plugin and reads its metadata.
-    pub fn load(&self, wasm: &[u8]) -> Result<Plugin> {
-        let (digest, component) = self.inner.cache.get_or_compile(wasm)?;
-        let mut probe = self
-            .instantiate_component(&component, "plugin-probe", &Grants::default(), &Limits::default())
-            .context("instantiating plugin to read its metadata")?;
-        let metadata = probe.metadata().map_err(|e| anyhow!("reading plugin metadata: {e}"))?;
+    /// Compiling takes seconds of CPU: it runs on the blocking pool.
+    pub async fn load(&self, wasm: Vec<u8>) -> Result<Plugin> {
+        let runtime = self.clone();
+        let (digest, component) =
+            tokio::task::spawn_blocking(move || runtime.inner.cache.get_or_compile(&wasm)).await??;
+        let mut probe =
+            self.probe(&component, "plugin-probe").await.context("instantiating plugin to read its metadata")?;
+        let metadata = probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))?;
         Ok(Plugin { digest, metadata, component })
     }
 
     /// Reads a plugin file and loads it.
-    pub fn load_file(&self, path: &Path) -> Result<Plugin> {
+    pub async fn load_file(&self, path: &Path) -> Result<Plugin> {
         let wasm = std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
-        self.load(&wasm).with_context(|| format!("loading plugin {}", path.display()))
+        self.load(wasm).await.with_context(|| format!("loading plugin {}", path.display()))
     }
 
-    /// A fresh, isolated instance of `plugin` for one task.
-    pub fn instantiate(&self, plugin: &Plugin, name: &str, grants: &Grants, limits: &Limits) -> Result<PluginInstance> {
-        self.instantiate_component(&plugin.component, name, grants, limits)
-    }
-
-    fn instantiate_component(
+    /// A fresh, isolated instance of `plugin` for one task, linked with the
+    /// capabilities its connector was granted and nothing else.
+    pub async fn instantiate(
         &self,
+        plugin: &Plugin,
+        name: &str,
+        grants: &Grants,
+        limits: &Limits,
+    ) -> Result<PluginInstance> {
+        contract::check(&self.inner.engine, &plugin.component, Linking::Granted(grants))?;
+        let mut linker = self.base_linker()?;
+        if !grants.object_stores.is_empty() {
+            capabilities::object_store::add_to_linker(&mut linker)?;
+        }
+        self.instantiate_with(&linker, &plugin.component, name, grants, limits).await
+    }
+
+    /// An instance for `metadata` and `validate`, which run no task: every
+    /// capability is linked, with no grants, so a capability it calls
+    /// answers with a fatal error.
+    pub async fn validation_probe(&self, plugin: &Plugin) -> Result<PluginInstance> {
+        self.probe(&plugin.component, "plugin-validate").await
+    }
+
+    async fn probe(&self, component: &Component, name: &str) -> Result<PluginInstance> {
+        contract::check(&self.inner.engine, component, Linking::Probe)?;
+        let mut linker = self.base_linker()?;
+        capabilities::object_store::add_to_linker(&mut linker)?;
+        self.instantiate_with(&linker, component, name, &Grants::default(), &Limits::default()).await
+    }
+
+    /// What every plugin is linked with: WASI (sandboxed by its context),
+    /// logging and the shared types.
+    fn base_linker(&self) -> Result<Linker<PluginState>> {
+        let mut linker = Linker::new(&self.inner.engine);
+        capabilities::wasi::add_to_linker(&mut linker).map_err(|e| anyhow!("linking WASI: {e:?}"))?;
+        capabilities::errors::add_to_linker(&mut linker)?;
+        linker.instance(&format!("{}@{CONTRACT_VERSION}", contract::CONTRACT_TYPES))?;
+        capabilities::log::add_to_linker(&mut linker)?;
+        Ok(linker)
+    }
+
+    async fn instantiate_with(
+        &self,
+        linker: &Linker<PluginState>,
         component: &Component,
         name: &str,
         grants: &Grants,
         limits: &Limits,
     ) -> Result<PluginInstance> {
-        capabilities::check_imports(&self.inner.engine, component, grants)?;
-        check_contract(&self.inner.engine, component)?;
-        PluginInstance::new(&self.inner.engine, &self.inner.linker, component, name, grants, limits)
-    }
-}
-
-/// Refuses a component built against another version of the contract, or
-/// against none, before linking would fail with a less helpful message.
-fn check_contract(engine: &Engine, component: &Component) -> Result<()> {
-    let ty = component.component_type();
-    let names: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
-    let ours = format!("{CONTRACT_PACKAGE}/sink-task@{CONTRACT_VERSION}");
-    if names.contains(&ours) {
-        return Ok(());
-    }
-    let prefix = format!("{CONTRACT_PACKAGE}/sink-task@");
-    match names.iter().find_map(|n| n.strip_prefix(&prefix)) {
-        Some(theirs) => Err(anyhow!(
-            "plugin was built against contract {CONTRACT_PACKAGE}@{theirs}, but this host speaks \
-             {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it with a matching spillway-sdk"
-        )),
-        None => Err(anyhow!("not a sink plugin: the component exports no {CONTRACT_PACKAGE}/sink-task interface")),
+        let state = PluginState::new(name, grants, limits.memory_bytes, self.inner.capability_metrics.clone())?;
+        PluginInstance::new(&self.inner.engine, linker, component, state, limits).await
     }
 }
 

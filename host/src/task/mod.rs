@@ -42,11 +42,8 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     // Like Connect's task configs, each task's config names its task.
     let mut plugin_config: Vec<(String, String)> = config.raw.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), spec.task_id.to_string()));
-    let mut instance = runtime.instantiate(&spec.plugin, &name, &config.grants, &config.limits)?;
-    let instance = tokio::task::spawn_blocking(move || {
-        instance.start(&plugin_config).map(|()| instance).map_err(|e| anyhow!("plugin start: {e}"))
-    })
-    .await??;
+    let mut instance = runtime.instantiate(&spec.plugin, &name, &config.grants, &config.limits).await?;
+    instance.start(&plugin_config).await.map_err(|e| anyhow!("plugin start: {e}"))?;
 
     // Before the group is joined: see `Producer::connect`.
     let dlq = match &config.errors.dlq_topic {
@@ -97,7 +94,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         name,
         config,
         source,
-        plugin: PluginSlot { instance: Some(instance), interrupt_on: None, metrics: spec.metrics.clone() },
+        plugin: PluginSlot { instance, metrics: spec.metrics.clone() },
         dlq,
         metrics: spec.metrics,
         records: InFlight::default(),

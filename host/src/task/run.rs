@@ -15,7 +15,7 @@ use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::Source;
 use crate::kafka::{AckType, ConsumedRecord};
-use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, TaskError};
+use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, SinkRecord, TaskError};
 use crate::runtime::{PluginError, PluginInstance};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -78,12 +78,12 @@ impl TaskLoop {
     /// Runs until `stop` is cancelled or the task fails, then hands back
     /// every record it did not finish (RELEASE) and commits.
     pub async fn run(mut self, stop: CancellationToken) -> TaskExit {
-        self.plugin.interrupt_on = Some(stop.clone());
+        self.plugin.instance.interrupt_on(Some(stop.clone()));
         let exit = match self.iterate_until(&stop).await {
             Ok(()) => TaskExit::Stopped,
             Err(Failure(trace)) => TaskExit::Failed(trace),
         };
-        self.plugin.interrupt_on = None;
+        self.plugin.instance.interrupt_on(None);
         self.shut_down(exit == TaskExit::Stopped).await;
         exit
     }
@@ -179,12 +179,11 @@ impl TaskLoop {
         let started = Instant::now();
         let (result, next) = if prefetch {
             // Disjoint fields: the plugin works while the source fetches.
-            let (result, next) =
-                tokio::join!(self.plugin.call(move |plugin| plugin.put(&batch)), self.source.poll(POLL_TIMEOUT));
+            let (result, next) = tokio::join!(self.plugin.put(&batch), self.source.poll(POLL_TIMEOUT));
             self.metrics.fetched_during_put.fetch_add(1, Relaxed);
             (result, Some(next))
         } else {
-            (self.plugin.call(move |plugin| plugin.put(&batch)).await, None)
+            (self.plugin.put(&batch).await, None)
         };
         let elapsed = started.elapsed();
         self.last_put = elapsed;
@@ -432,7 +431,7 @@ impl TaskLoop {
 
     async fn flush(&mut self, cause: FlushCause, scope: FlushScope) -> Result<(), Failure> {
         self.metrics.count_flush(cause);
-        match self.plugin.call(move |plugin| plugin.flush(&scope)).await {
+        match self.plugin.flush(&scope).await {
             Ok(settlements) => self.settle_held(settlements).await,
             Err(PluginError::Task(TaskError::Retriable(reason))) => {
                 // Held records stay unacknowledged; if their locks run out they
@@ -493,7 +492,7 @@ impl TaskLoop {
             self.acknowledge(id, AckType::Release);
         }
         self.commit().await;
-        if let Err(e) = self.plugin.call(|plugin| plugin.stop()).await
+        if let Err(e) = self.plugin.stop().await
             && clean
         {
             tracing::warn!(task = self.name, error = %e, "plugin stop failed");
@@ -515,49 +514,34 @@ struct Attempt {
     delivery: u16,
 }
 
-/// The task's plugin instance, lent to the blocking pool for each call.
+/// The task's plugin instance, with the gauge of its memory.
 pub(super) struct PluginSlot {
-    /// `None` only while a call runs.
-    pub instance: Option<PluginInstance>,
-    /// While set, a plugin call still running when this is cancelled is
-    /// interrupted: stopping does not wait out a stuck `put()`.
-    pub interrupt_on: Option<CancellationToken>,
+    pub instance: PluginInstance,
     pub metrics: Arc<TaskMetrics>,
 }
 
 impl PluginSlot {
     fn is_usable(&self) -> bool {
-        self.instance.as_ref().is_some_and(PluginInstance::is_usable)
+        self.instance.is_usable()
     }
 
-    /// Runs a plugin call on the blocking pool: wasm runs synchronously and
-    /// may take up to its call timeout.
-    async fn call<R: Send + 'static>(
-        &mut self,
-        f: impl FnOnce(&mut PluginInstance) -> Result<R, PluginError> + Send + 'static,
-    ) -> Result<R, PluginError> {
-        let mut plugin = self.instance.take().ok_or(PluginError::Poisoned)?;
-        let interrupter = plugin.interrupter();
-        let mut call = tokio::task::spawn_blocking(move || {
-            let result = f(&mut plugin);
-            (plugin, result)
-        });
-        let joined = match self.interrupt_on.clone() {
-            Some(stop) => tokio::select! {
-                joined = &mut call => joined,
-                _ = stop.cancelled() => {
-                    interrupter.interrupt();
-                    let joined = call.await;
-                    // The call may have ended before the interrupt landed.
-                    interrupter.clear();
-                    joined
-                }
-            },
-            None => call.await,
-        };
-        let (plugin, result) = joined.expect("a plugin call panicked in the host");
-        self.metrics.plugin_memory_bytes.store(plugin.memory_bytes() as u64, Relaxed);
-        self.instance = Some(plugin);
+    async fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
+        let result = self.instance.put(batch).await;
+        self.observe_memory();
         result
+    }
+
+    async fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
+        let result = self.instance.flush(scope).await;
+        self.observe_memory();
+        result
+    }
+
+    async fn stop(&mut self) -> Result<(), PluginError> {
+        self.instance.stop().await
+    }
+
+    fn observe_memory(&self) {
+        self.metrics.plugin_memory_bytes.store(self.instance.memory_bytes() as u64, Relaxed);
     }
 }

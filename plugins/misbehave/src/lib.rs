@@ -4,7 +4,7 @@
 //! | mode | put |
 //! |---|---|
 //! | `accept` | accepts everything |
-//! | `accept-slowly` | sleeps `delay.ms` (needs `plugin.grant.clock=true`), then accepts everything |
+//! | `accept-slowly` | sleeps `delay.ms` (a WASI call), then accepts everything |
 //! | `panic`, `trap` | panics / executes `unreachable` |
 //! | `loop` | never returns |
 //! | `oom` | allocates until memory runs out |
@@ -14,6 +14,7 @@
 //! | `fail-while-file` | fails the whole call with a retriable error while the file `path` exists (a target outage the test ends), accepts otherwise |
 //! | `read-file`, `write-file` | reads / creates the file `path` |
 //! | `connect` | opens a TCP connection to `addr` (ip:port) |
+//! | `read-socket` | opens a TCP connection to `addr` and waits for a byte from it (blocked in a host call) |
 //! | `env`, `clock`, `random` | reads the environment / wall clock / random bytes |
 //!
 //! The probing modes never fail the call: every record is rejected with a
@@ -137,7 +138,11 @@ impl Misbehave {
                 Err(e) => format!("refused: {e}"),
             }),
             "connect" => probe(match connect(self.config.get("addr").unwrap_or("127.0.0.1:9")) {
-                Ok(()) => "connected".into(),
+                Ok(_) => "connected".into(),
+                Err(e) => format!("refused: {e}"),
+            }),
+            "read-socket" => probe(match connect(self.config.get("addr").unwrap_or("127.0.0.1:9")) {
+                Ok(socket) => socket.read_one(),
                 Err(e) => format!("refused: {e}"),
             }),
             "env" => probe(format!("env vars: {}", std::env::vars().count())),
@@ -168,8 +173,37 @@ fn random_bytes() -> Vec<u8> {
     Vec::new()
 }
 
+/// An open TCP connection (the socket must outlive its streams).
 #[cfg(target_family = "wasm")]
-fn connect(addr: &str) -> Result<(), String> {
+struct Connection {
+    input: wasi::io::streams::InputStream,
+    _output: wasi::io::streams::OutputStream,
+    _socket: wasi::sockets::tcp::TcpSocket,
+}
+
+#[cfg(target_family = "wasm")]
+impl Connection {
+    /// Blocks (in the host's `poll`) until the peer sends a byte or closes.
+    fn read_one(&self) -> String {
+        match self.input.blocking_read(1) {
+            Ok(bytes) => format!("read {} bytes", bytes.len()),
+            Err(e) => format!("read failed: {e:?}"),
+        }
+    }
+}
+
+#[cfg(not(target_family = "wasm"))]
+struct Connection;
+
+#[cfg(not(target_family = "wasm"))]
+impl Connection {
+    fn read_one(&self) -> String {
+        String::new()
+    }
+}
+
+#[cfg(target_family = "wasm")]
+fn connect(addr: &str) -> Result<Connection, String> {
     use wasi::sockets::network::{IpAddressFamily, IpSocketAddress, Ipv4SocketAddress};
     let parsed: std::net::SocketAddrV4 = addr.parse().map_err(|e| format!("bad addr: {e}"))?;
     let o = parsed.ip().octets();
@@ -179,11 +213,12 @@ fn connect(addr: &str) -> Result<(), String> {
     let remote = IpSocketAddress::Ipv4(Ipv4SocketAddress { port: parsed.port(), address: (o[0], o[1], o[2], o[3]) });
     socket.start_connect(&network, remote).map_err(|e| format!("connect: {e:?}"))?;
     socket.subscribe().block();
-    socket.finish_connect().map(|_| ()).map_err(|e| format!("connect: {e:?}"))
+    let (input, output) = socket.finish_connect().map_err(|e| format!("connect: {e:?}"))?;
+    Ok(Connection { input, _output: output, _socket: socket })
 }
 
 #[cfg(not(target_family = "wasm"))]
-fn connect(_addr: &str) -> Result<(), String> {
+fn connect(_addr: &str) -> Result<Connection, String> {
     Err("native build".into())
 }
 

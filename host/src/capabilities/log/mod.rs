@@ -1,10 +1,48 @@
-//! `spillway:connector/log`: plugin log lines into `tracing`, under the target
-//! `spillway::plugin` with the connector and task as a field.
+//! `spillway:log`: plugin log lines into `tracing`, under the target
+//! `spillway::plugin` with the connector and task as a field. Always linked:
+//! it reaches nothing outside the host.
 
-use super::PluginState;
-use crate::runtime::bindings::spillway::connector::log::{Host, Level};
+use std::sync::Arc;
+use wasmtime::component::{HasData, Linker};
 
-impl Host for PluginState {
+pub const VERSION: &str = "0.1.0";
+
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "spillway:log/imports",
+    });
+}
+
+use bindings::spillway::log::log::{Host, Level};
+
+/// The log capability's state: whose lines these are.
+pub struct LogCtx {
+    task: Arc<str>,
+}
+
+impl LogCtx {
+    pub fn new(task: &str) -> Self {
+        LogCtx { task: task.into() }
+    }
+}
+
+/// How a store's data lends the runtime its [`LogCtx`].
+pub trait LogView: Send {
+    fn log(&mut self) -> &mut LogCtx;
+}
+
+struct HasLog;
+
+impl HasData for HasLog {
+    type Data<'a> = &'a mut LogCtx;
+}
+
+pub fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    bindings::spillway::log::log::add_to_linker::<T, HasLog>(linker, T::log)
+}
+
+impl Host for LogCtx {
     fn enabled(&mut self, level: Level) -> bool {
         match level {
             Level::Trace => tracing::enabled!(target: "spillway::plugin", tracing::Level::TRACE),
@@ -16,7 +54,7 @@ impl Host for PluginState {
     }
 
     fn log(&mut self, level: Level, message: String) {
-        let task = self.name.as_str();
+        let task = &*self.task;
         match level {
             Level::Trace => tracing::trace!(target: "spillway::plugin", task, "{message}"),
             Level::Debug => tracing::debug!(target: "spillway::plugin", task, "{message}"),
@@ -26,5 +64,3 @@ impl Host for PluginState {
         }
     }
 }
-
-impl crate::runtime::bindings::spillway::connector::types::Host for PluginState {}

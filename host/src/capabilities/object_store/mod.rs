@@ -1,0 +1,302 @@
+//! `spillway:object-store`: buckets the operator granted, opened by the
+//! grant's name, on the `object_store` crate.
+//!
+//! Grant settings (`plugin.grant.object-store.<name>.<setting>`):
+//! - `url`: where the objects go, with the prefix the plugin is confined to:
+//!   `file:///absolute/dir` for now (S3 and other stores come with the S3
+//!   sink);
+//! - `timeout.ms` (default 30000): the longest one operation may take,
+//!   retries included, and never past the plugin call's own deadline;
+//! - `retries` (default 3): further attempts after a retriable failure.
+//!
+//! The plugin names objects relative to the prefix; `..` and empty segments
+//! are refused, so it cannot reach past the prefix.
+
+use super::errors::Error;
+use super::grants::only_settings;
+use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use anyhow::{Result, anyhow, bail};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, PutPayload};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+
+pub const VERSION: &str = "0.1.0";
+const CAPABILITY: &str = "object-store";
+
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "spillway:object-store/imports",
+        imports: { default: async | trappable },
+        with: {
+            "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
+            "spillway:object-store/buckets.bucket": super::OpenBucket,
+        },
+    });
+}
+
+use bindings::spillway::object_store::buckets::{Host, HostBucket, ObjectMeta};
+
+/// One `plugin.grant.object-store.<name>.*` grant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectStoreGrant {
+    pub url: url::Url,
+    pub policy: OpPolicy,
+}
+
+impl ObjectStoreGrant {
+    pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
+        let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
+        only_settings(CAPABILITY, name, settings, &["url", "timeout.ms", "retries"])?;
+        let raw = settings.get("url").ok_or_else(|| anyhow!("{}: missing for this grant", key("url")))?;
+        let url = url::Url::parse(raw.trim()).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
+        if url.scheme() != "file" {
+            bail!("{}: '{}' stores are not supported yet (file:///dir is)", key("url"), url.scheme());
+        }
+        let number = |setting: &str, default: u64| -> Result<u64> {
+            match settings.get(setting) {
+                Some(v) => v.trim().parse().map_err(|_| anyhow!("{}: '{v}' is not a number", key(setting))),
+                None => Ok(default),
+            }
+        };
+        let policy = OpPolicy {
+            timeout: Duration::from_millis(number("timeout.ms", 30_000)?),
+            retries: number("retries", 3)? as u32,
+        };
+        Ok(ObjectStoreGrant { url, policy })
+    }
+
+    fn open(&self) -> Result<Arc<dyn ObjectStore>> {
+        let (store, prefix) = object_store::parse_url(&self.url)?;
+        if self.url.scheme() == "file" {
+            // A local store writes under a directory that must exist.
+            std::fs::create_dir_all(self.url.path())?;
+        }
+        Ok(Arc::new(PrefixStore::new(store, prefix)))
+    }
+}
+
+/// A bucket the plugin opened: the resource behind `bucket`.
+pub struct OpenBucket {
+    grant: String,
+    store: Arc<dyn ObjectStore>,
+    policy: OpPolicy,
+}
+
+/// The capability's state in one plugin instance.
+pub struct ObjectStoreCtx {
+    grants: BTreeMap<String, ObjectStoreGrant>,
+    table: ResourceTable,
+    budget: CallBudget,
+    metrics: Arc<CapabilityMetrics>,
+}
+
+impl ObjectStoreCtx {
+    pub fn new(
+        grants: &BTreeMap<String, ObjectStoreGrant>,
+        budget: CallBudget,
+        metrics: Arc<CapabilityMetrics>,
+    ) -> Self {
+        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics }
+    }
+
+    /// Runs one operation on an open bucket under its grant's policy.
+    async fn run<T, Fut>(
+        &mut self,
+        bucket: &Resource<OpenBucket>,
+        op: &'static str,
+        attempt: impl FnMut(Arc<dyn ObjectStore>) -> Fut,
+    ) -> wasmtime::Result<Result<T, Error>>
+    where
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let open = self.table.get(bucket)?;
+        let (store, policy) = (open.store.clone(), open.policy.clone());
+        let mut attempt = attempt;
+        let key = OpKey { capability: CAPABILITY, op };
+        Ok(op::run(&self.metrics, key, &policy, &self.budget, || attempt(store.clone())).await)
+    }
+}
+
+/// How a store's data lends the runtime its [`ObjectStoreCtx`].
+pub trait ObjectStoreView: Send {
+    fn object_store(&mut self) -> &mut ObjectStoreCtx;
+}
+
+struct HasObjectStore;
+
+impl HasData for HasObjectStore {
+    type Data<'a> = &'a mut ObjectStoreCtx;
+}
+
+pub fn add_to_linker<T: ObjectStoreView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    bindings::spillway::object_store::buckets::add_to_linker::<T, HasObjectStore>(linker, T::object_store)
+}
+
+impl Host for ObjectStoreCtx {}
+
+impl HostBucket for ObjectStoreCtx {
+    async fn open(&mut self, grant: String) -> wasmtime::Result<Result<Resource<OpenBucket>, Error>> {
+        let Some(granted) = self.grants.get(&grant) else {
+            let names: Vec<&str> = self.grants.keys().map(String::as_str).collect();
+            return Ok(Err(Error::fatal(format!(
+                "no object-store grant named '{grant}' (granted: {})",
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            ))));
+        };
+        let store = match granted.open() {
+            Ok(store) => store,
+            Err(e) => return Ok(Err(Error::fatal(format!("opening object-store grant '{grant}': {e:#}")))),
+        };
+        let bucket = OpenBucket { grant, store, policy: granted.policy.clone() };
+        Ok(Ok(self.table.push(bucket)?))
+    }
+
+    async fn put(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<Option<String>, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let bytes = data.len() as u64;
+        let payload = PutPayload::from(data);
+        let result = self
+            .run(&bucket, "put", |store| {
+                let (location, payload) = (location.clone(), payload.clone());
+                async move { store.put(&location, payload).await.map(|r| r.e_tag).map_err(classify) }
+            })
+            .await?;
+        if result.is_ok() {
+            self.metrics.add_bytes(OpKey { capability: CAPABILITY, op: "put" }, bytes);
+        }
+        Ok(result)
+    }
+
+    async fn get(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let result = self
+            .run(&bucket, "get", |store| {
+                let location = location.clone();
+                async move {
+                    match store.get(&location).await {
+                        Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())).map_err(classify),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(classify(e)),
+                    }
+                }
+            })
+            .await?;
+        if let Ok(Some(data)) = &result {
+            self.metrics.add_bytes(OpKey { capability: CAPABILITY, op: "get" }, data.len() as u64);
+        }
+        Ok(result)
+    }
+
+    async fn head(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+    ) -> wasmtime::Result<Result<Option<ObjectMeta>, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        self.run(&bucket, "head", |store| {
+            let location = location.clone();
+            async move {
+                match store.head(&location).await {
+                    Ok(meta) => Ok(Some(meta_of(meta))),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(classify(e)),
+                }
+            }
+        })
+        .await
+    }
+
+    async fn list(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        prefix: String,
+    ) -> wasmtime::Result<Result<Vec<ObjectMeta>, Error>> {
+        let prefix = match prefix.trim_matches('/') {
+            "" => None,
+            p => match object_path(p) {
+                Ok(p) => Some(p),
+                Err(_) => return Ok(Err(bad_path(&prefix))),
+            },
+        };
+        self.run(&bucket, "list", |store| {
+            let prefix = prefix.clone();
+            async move {
+                let objects: Vec<_> = store.list(prefix.as_ref()).try_collect().await.map_err(classify)?;
+                Ok(objects.into_iter().map(meta_of).collect())
+            }
+        })
+        .await
+    }
+
+    async fn delete(&mut self, bucket: Resource<OpenBucket>, path: String) -> wasmtime::Result<Result<(), Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        self.run(&bucket, "delete", |store| {
+            let location = location.clone();
+            async move {
+                match store.delete(&location).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(classify(e)),
+                }
+            }
+        })
+        .await
+    }
+
+    async fn drop(&mut self, bucket: Resource<OpenBucket>) -> wasmtime::Result<()> {
+        let open = self.table.delete(bucket)?;
+        tracing::trace!(grant = open.grant, "object-store bucket closed");
+        Ok(())
+    }
+}
+
+/// A plugin's path, refused if it could reach past the granted prefix.
+fn object_path(path: &str) -> Result<Path, object_store::path::Error> {
+    Path::parse(path)
+}
+
+fn bad_path(path: &str) -> Error {
+    Error::fatal(format!("'{path}' is not an object path under the grant (no '..', '.' or empty segments)"))
+}
+
+fn meta_of(meta: object_store::ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        path: meta.location.to_string(),
+        size: meta.size,
+        last_modified: meta.last_modified.timestamp_millis(),
+        e_tag: meta.e_tag,
+    }
+}
+
+/// The one classification: what trying again cannot fix is fatal.
+fn classify(error: object_store::Error) -> Error {
+    use object_store::Error as E;
+    match error {
+        E::Generic { .. } | E::JoinError { .. } => Error::retriable(error.to_string()),
+        E::NotFound { .. }
+        | E::InvalidPath { .. }
+        | E::NotSupported { .. }
+        | E::AlreadyExists { .. }
+        | E::Precondition { .. }
+        | E::NotModified { .. }
+        | E::NotImplemented
+        | E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::UnknownConfigurationKey { .. } => Error::fatal(error.to_string()),
+        _ => Error::retriable(error.to_string()),
+    }
+}

@@ -1,0 +1,65 @@
+//! What a plugin instance's store holds: each capability's context, composed
+//! here (the capabilities know nothing of the runtime), and the runtime's
+//! own bookkeeping.
+
+use super::limits::MemoryLimiter;
+use crate::capabilities::log::{LogCtx, LogView};
+use crate::capabilities::object_store::{ObjectStoreCtx, ObjectStoreView};
+use crate::capabilities::wasi::{self, OutputTail};
+use crate::capabilities::{CallBudget, CapabilityMetrics, Grants};
+use anyhow::Result;
+use std::sync::Arc;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+pub struct PluginState {
+    wasi: WasiCtx,
+    /// WASI's resources (streams, sockets, files).
+    wasi_table: ResourceTable,
+    log: LogCtx,
+    object_store: ObjectStoreCtx,
+    pub(super) limiter: MemoryLimiter,
+    /// When capability operations of the running call must end.
+    pub(super) budget: CallBudget,
+    /// The end of what the plugin wrote to stderr: a panic message lands here.
+    pub(super) stderr: OutputTail,
+}
+
+impl PluginState {
+    pub(super) fn new(
+        name: &str,
+        grants: &Grants,
+        memory_bytes: usize,
+        metrics: Arc<CapabilityMetrics>,
+    ) -> Result<Self> {
+        let stderr = OutputTail::new(name);
+        let budget = CallBudget::default();
+        Ok(PluginState {
+            wasi: wasi::sandbox(&grants.wasi, &stderr)?,
+            wasi_table: ResourceTable::new(),
+            log: LogCtx::new(name),
+            object_store: ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics),
+            limiter: MemoryLimiter::new(memory_bytes),
+            budget,
+            stderr,
+        })
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.wasi_table }
+    }
+}
+
+impl LogView for PluginState {
+    fn log(&mut self) -> &mut LogCtx {
+        &mut self.log
+    }
+}
+
+impl ObjectStoreView for PluginState {
+    fn object_store(&mut self) -> &mut ObjectStoreCtx {
+        &mut self.object_store
+    }
+}
