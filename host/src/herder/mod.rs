@@ -14,6 +14,7 @@ mod worker;
 pub use plugins::PluginRegistry;
 pub use types::*;
 
+use crate::capabilities::op::{OpKey, OpStats};
 use crate::runtime::Runtime;
 use crate::task::{TaskMetrics, WorkerDefaults};
 use futures::future::BoxFuture;
@@ -231,6 +232,11 @@ impl Herder {
 
     pub async fn task_metrics(&self) -> HerderResult<Vec<TaskMetricsEntry>> {
         self.ask(|w| Box::pin(async move { Ok(w.task_metrics()) })).await
+    }
+
+    /// Counts per capability operation, across the worker's plugins.
+    pub async fn capability_metrics(&self) -> HerderResult<Vec<(OpKey, OpStats)>> {
+        self.ask(|w| Box::pin(async move { Ok(w.capability_metrics()) })).await
     }
 
     /// Stops every task (releasing what they hold) and ends the main loop.

@@ -7,6 +7,7 @@ use super::store::{RestartRequest, StateStore, StoredConnector, StoredState};
 use super::types::*;
 use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
+use crate::capabilities::op::{OpKey, OpStats};
 use crate::runtime::Runtime;
 use crate::task::{self, ConnectorConfig, GroupProtocol, TaskExit, TaskMetrics, TaskSpec};
 use std::collections::{BTreeMap, BTreeSet};
@@ -654,6 +655,10 @@ impl Worker {
     pub fn reset_active_topics(&mut self, name: &str) -> HerderResult<()> {
         self.connectors.get_mut(name).ok_or_else(|| not_found(name))?.active_topics.clear();
         Ok(())
+    }
+
+    pub fn capability_metrics(&self) -> Vec<(OpKey, OpStats)> {
+        self.runtime.capability_metrics().snapshot()
     }
 
     pub fn task_metrics(&self) -> Vec<TaskMetricsEntry> {

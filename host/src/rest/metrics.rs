@@ -3,6 +3,7 @@
 
 use super::AppState;
 use super::error::ApiResult;
+use crate::capabilities::op::{OpKey, OpStats};
 use crate::herder::TaskMetricsEntry;
 use crate::task::metrics::PUT_LATENCY_BUCKETS;
 use crate::task::{FlushCause, TaskMetrics};
@@ -16,7 +17,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
     let entries = s.herder.task_metrics().await?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&entries)))
+    let mut text = render(&entries);
+    render_capabilities(&mut text, &s.herder.capability_metrics().await?);
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
 }
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
@@ -77,6 +80,34 @@ pub fn render(entries: &[TaskMetricsEntry]) -> String {
     out
 }
 
+/// Capability operations, labelled by capability and operation.
+fn render_capabilities(out: &mut String, ops: &[(OpKey, OpStats)]) {
+    let labels = |key: &OpKey| format!("capability=\"{}\",op=\"{}\"", key.capability, key.op);
+    let calls = "spillway_capability_calls_total";
+    family(out, calls, "Capability operations by outcome (ok, retriable, fatal).", "counter");
+    for (key, s) in ops {
+        for (outcome, n) in [("ok", s.ok), ("retriable", s.retriable_errors), ("fatal", s.fatal_errors)] {
+            let _ = writeln!(out, "{calls}{{{},outcome=\"{outcome}\"}} {n}", labels(key));
+        }
+    }
+    type Stat = fn(&OpStats) -> String;
+    let totals: [(&str, &str, Stat); 3] = [
+        ("spillway_capability_retries_total", "Attempts after the first, after retriable failures.", |s| {
+            s.retries.to_string()
+        }),
+        ("spillway_capability_bytes_total", "Payload bytes written or read.", |s| s.bytes.to_string()),
+        ("spillway_capability_seconds_total", "Time spent in capability operations, retries included.", |s| {
+            s.seconds.to_string()
+        }),
+    ];
+    for (name, help, stat) in totals {
+        family(out, name, help, "counter");
+        for (key, s) in ops {
+            let _ = writeln!(out, "{name}{{{}}} {}", labels(key), stat(s));
+        }
+    }
+}
+
 fn family(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -130,5 +161,20 @@ mod tests {
         assert!(text.contains(&format!("spillway_put_latency_seconds_count{{{l}}} 3\n")));
         assert!(text.contains(&format!("spillway_put_latency_seconds_sum{{{l}}} 60.0205\n")));
         assert!(text.contains("# TYPE spillway_put_latency_seconds histogram\n"));
+    }
+
+    #[test]
+    fn renders_capability_operations() {
+        let key = OpKey { capability: "object-store", op: "put" };
+        let stats = OpStats { ok: 3, retriable_errors: 1, retries: 2, bytes: 300, seconds: 0.5, ..OpStats::default() };
+        let mut text = String::new();
+        render_capabilities(&mut text, &[(key, stats)]);
+        let l = r#"capability="object-store",op="put""#;
+        assert!(text.contains(&format!("spillway_capability_calls_total{{{l},outcome=\"ok\"}} 3\n")), "{text}");
+        assert!(text.contains(&format!("spillway_capability_calls_total{{{l},outcome=\"retriable\"}} 1\n")));
+        assert!(text.contains(&format!("spillway_capability_calls_total{{{l},outcome=\"fatal\"}} 0\n")));
+        assert!(text.contains(&format!("spillway_capability_retries_total{{{l}}} 2\n")));
+        assert!(text.contains(&format!("spillway_capability_bytes_total{{{l}}} 300\n")));
+        assert!(text.contains(&format!("spillway_capability_seconds_total{{{l}}} 0.5\n")));
     }
 }
