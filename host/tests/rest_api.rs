@@ -264,7 +264,7 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200);
     let mut names: Vec<&str> = plugins.as_array().unwrap().iter().map(|p| p["class"].as_str().unwrap()).collect();
     names.sort();
-    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink"]);
+    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink"]);
     for p in plugins.as_array().unwrap() {
         assert_eq!(p["type"], "sink");
         assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
@@ -887,9 +887,10 @@ async fn cli_commands_against_a_live_server() {
 
     let table = plugins(&url).await.unwrap();
     let rows: Vec<&str> = table.lines().collect();
-    assert!(rows[0].starts_with("PLUGIN     TYPE  VERSION  DIGEST"), "{table}");
-    assert_eq!(rows.len(), 4, "{table}");
-    assert!(rows[1].starts_with("file-sink  sink  ") && rows[1].contains("sha256:"), "{table}");
+    // Columns as wide as their longest value: "object-sink".
+    assert!(rows[0].starts_with("PLUGIN       TYPE  VERSION  DIGEST"), "{table}");
+    assert_eq!(rows.len(), 5, "{table}");
+    assert!(rows[1].starts_with("file-sink    sink  ") && rows[1].contains("sha256:"), "{table}");
 
     assert_eq!(connectors(&url, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");
     let missing = connectors(&url, C::Status { name: "cli-sink".into() }).await.unwrap_err().to_string();

@@ -37,6 +37,13 @@
 //! share group each record carries its lock deadline
 //! ([`SinkRecord::lock_deadline`]); the host asks for the records whose locks
 //! near it with a scoped flush ([`FlushScope::Records`]).
+//!
+//! A plugin reaches the outside through capabilities the connector grants by
+//! name, one module each: [`object_store`] (`Bucket::open("out")` opens
+//! `plugin.grant.object-store.out.*`). A plugin imports only the
+//! capabilities it calls, and needs grants for just those. Every capability
+//! fails with the same [`TaskError`] (retriable or fatal), so `?` passes its
+//! error on from `put`. Clocks and `getrandom` are real.
 
 // The generated bindings name this crate by its public path, also from inside.
 extern crate self as spillway_sdk;
