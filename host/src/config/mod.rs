@@ -116,6 +116,7 @@ impl ConfigDef {
                 let default = match key.default_value() {
                     _ if key.is_required() => "required".to_string(),
                     None => String::new(),
+                    Some("") => "`\"\"`".to_string(),
                     Some(default) => format!("`{default}`"),
                 };
                 let _ = writeln!(
@@ -130,14 +131,23 @@ impl ConfigDef {
             }
             out.push('\n');
         }
-        let mut placeholders: Vec<(&str, Segment)> = Vec::new();
+        // Placeholders by grammar, each in the order it first appears.
+        let mut grammars: Vec<(Segment, Vec<String>)> = Vec::new();
         for (label, segment) in self.keys.iter().flat_map(|k| k.pattern.placeholders()) {
-            if !placeholders.iter().any(|(l, _)| *l == label) {
-                placeholders.push((label, segment));
+            let label = format!("`<{label}>`");
+            match grammars.iter_mut().find(|(s, _)| *s == segment) {
+                Some((_, labels)) if labels.contains(&label) => {}
+                Some((_, labels)) => labels.push(label),
+                None => grammars.push((segment, vec![label])),
             }
         }
-        let mut legend: Vec<String> =
-            placeholders.iter().map(|(label, segment)| format!("`<{label}>` is `{}`", segment.grammar())).collect();
+        let mut legend: Vec<String> = grammars
+            .iter()
+            .map(|(segment, labels)| {
+                let verb = if labels.len() == 1 { "is" } else { "are" };
+                format!("{} {verb} `{}`", labels.join(" and "), segment.grammar())
+            })
+            .collect();
         if self.keys.iter().any(|k| k.pattern.has_rest()) {
             legend.push("a trailing `*` is any rest of the key".into());
         }
@@ -248,6 +258,7 @@ mod tests {
                         .with_default("none")
                         .with_validator(Validator::one_of(&["none", "all"])),
                     KeyDef::new("ratio", Type::Double, Importance::Low, "").with_default("0.5"),
+                    KeyDef::new("prefix", Type::String, Importance::Low, "").with_default(""),
                     KeyDef::new("size", Type::Long, Importance::Low, "").with_default("10"),
                     KeyDef::new("topics", Type::List, Importance::High, "").required(),
                     KeyDef::new("client.override.group.id", Type::String, Importance::Low, ""),
@@ -396,6 +407,7 @@ mod tests {
 | `tasks.max` | INT | `1` | at least 1 | Tasks \\| at most. |
 | `mode` | STRING | `none` | none, all | How. |
 | `ratio` | DOUBLE | `0.5` |  |  |
+| `prefix` | STRING | `\"\"` |  |  |
 | `size` | LONG | `10` |  |  |
 | `topics` | LIST | required |  |  |
 | `client.override.group.id` | STRING |  |  |  |
@@ -409,7 +421,7 @@ mod tests {
 | `grant.fs.<name>.read-only` | BOOLEAN | `false` |  |  |
 | `grant.env.<NAME>` | STRING |  |  | For \\<NAME\\>. |
 
-In a key, `<capability>` is `[a-z0-9-]+`; `<name>` is `[a-z0-9-]+`; `<NAME>` is `[A-Za-z_][A-Za-z0-9_]*`; a trailing `*` is any rest of the key.
+In a key, `<capability>` and `<name>` are `[a-z0-9-]+`; `<NAME>` is `[A-Za-z_][A-Za-z0-9_]*`; a trailing `*` is any rest of the key.
 ";
         assert_eq!(table, expected, "got:\n{table}");
     }
