@@ -3,10 +3,12 @@
 //! The data path, top to bottom: [`kafka`] fetches records (a share group or a
 //! classic group), [`task`] turns them into sink records and drives a plugin
 //! instance from [`runtime`] through put, acknowledge and commit, and the
-//! plugin reaches the outside world only through [`capabilities`].
+//! plugin reaches the outside world only through [`capabilities`]. [`config`]
+//! is the `ConfigDef` machinery behind every connector config key.
 
 pub mod capabilities;
 pub mod cli;
+pub mod config;
 pub mod herder;
 pub mod kafka;
 pub mod rest;

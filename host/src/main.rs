@@ -41,6 +41,9 @@ enum Command {
         #[command(flatten)]
         server: spillway::cli::ServerArgs,
     },
+    /// Prints the connector config keys the host reads, as the README's
+    /// markdown table.
+    ConfigKeys,
 }
 
 #[derive(clap::Args)]
@@ -103,6 +106,10 @@ fn main() -> Result<()> {
         }
         Command::Plugins { server } => {
             print!("{}", runtime.block_on(spillway::cli::plugins(&server.url))?);
+            Ok(())
+        }
+        Command::ConfigKeys => {
+            print!("{}", spillway::task::config::connector_keys().markdown_table());
             Ok(())
         }
     }

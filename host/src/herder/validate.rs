@@ -4,64 +4,32 @@
 //! plugin's own `validate`.
 
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
+use crate::config::KeyDef;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
+use crate::task::config::connector_keys;
 use crate::task::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use std::collections::BTreeMap;
 
-/// The keys every connector takes, whatever its plugin.
-const HOST_KEYS: &[(&str, &str, bool, Option<&str>, &str)] = &[
-    ("name", "STRING", true, None, "Globally unique name of the connector."),
-    ("connector.class", "STRING", true, None, "Name of the plugin that implements the connector."),
-    ("tasks.max", "INT", false, Some("1"), "Maximum number of tasks (share-group members) to run."),
-    ("topics", "LIST", true, None, "Topics to consume, comma-separated."),
-    (
-        "errors.tolerance",
-        "STRING",
-        false,
-        Some("none"),
-        "none: a rejected record fails the task; all: it goes to the DLQ.",
-    ),
-    ("errors.deadletterqueue.topic.name", "STRING", false, Some(""), "Topic for rejected records."),
-    (
-        "errors.deadletterqueue.context.headers.enable",
-        "BOOLEAN",
-        false,
-        Some("true"),
-        "Add __connect.errors.* headers.",
-    ),
-    (
-        "errors.retry.timeout",
-        "LONG",
-        false,
-        Some("300000"),
-        "How long a record may keep asking for retries; -1 for no bound.",
-    ),
-    ("errors.retry.delay.max.ms", "LONG", false, Some("60000"), "Longest pause between retries."),
-    ("plugin.memory.max.bytes", "LONG", false, Some("268435456"), "Linear memory one plugin instance may use."),
-    ("plugin.call.timeout.ms", "LONG", false, Some("30000"), "Longest one call into the plugin may run."),
-    ("flush.interval.ms", "LONG", false, Some("10000"), "Longest a held record waits for a flush."),
-    ("batch.max.records", "INT", false, Some("500"), "Records per put()."),
-];
-
+/// The keys every connector takes, whatever its plugin, from the host's table.
 pub fn host_key_infos() -> Vec<ConfigKeyInfo> {
-    HOST_KEYS
-        .iter()
-        .enumerate()
-        .map(|(i, (name, kind, required, default, doc))| ConfigKeyInfo {
-            name: name.to_string(),
-            kind: kind.to_string(),
-            required: *required,
-            default_value: default.map(String::from),
-            importance: "HIGH".into(),
-            documentation: doc.to_string(),
-            group: Some("Common".into()),
-            width: "NONE".into(),
-            display_name: name.to_string(),
-            dependents: Vec::new(),
-            order: i as i32 + 1,
-        })
-        .collect()
+    connector_keys().keys().iter().enumerate().map(|(i, key)| host_key_info(key, i as i32 + 1)).collect()
+}
+
+fn host_key_info(key: &KeyDef, order: i32) -> ConfigKeyInfo {
+    ConfigKeyInfo {
+        name: key.name().to_string(),
+        kind: key.kind().name().into(),
+        required: key.is_required(),
+        default_value: key.default_value().map(String::from),
+        importance: key.importance().name().into(),
+        documentation: key.documentation().to_string(),
+        group: Some(key.group().to_string()),
+        width: "NONE".into(),
+        display_name: key.name().to_string(),
+        dependents: Vec::new(),
+        order,
+    }
 }
 
 pub fn plugin_key_infos(plugin: &Plugin) -> Vec<ConfigKeyInfo> {
@@ -135,28 +103,32 @@ pub async fn validate(
             }
         }
     }
-    let configs: Vec<ConfigInfo> = keys
+    config_infos(plugin_name, keys, config, errors, warnings)
+}
+
+/// The answer: each defined key with its value and errors, then every other
+/// key with errors.
+fn config_infos(
+    plugin_name: &str,
+    keys: Vec<ConfigKeyInfo>,
+    config: &ConfigMap,
+    mut errors: BTreeMap<String, Vec<String>>,
+    warnings: Vec<String>,
+) -> ConfigInfos {
+    let mut configs: Vec<ConfigInfo> = keys
         .into_iter()
         .map(|definition| {
-            let name = definition.name.clone();
-            let secret = definition.kind == "PASSWORD";
-            ConfigInfo {
-                value: ConfigValueInfo {
-                    value: config.get(&name).map(|v| if secret { "[hidden]".into() } else { v.clone() }),
-                    errors: errors.remove(&name).unwrap_or_default(),
-                    name,
-                    recommended_values: Vec::new(),
-                    visible: true,
-                },
-                definition,
-            }
+            let value = shown_value(config, &definition.name, definition.kind == "PASSWORD");
+            let errors = errors.remove(&definition.name).unwrap_or_default();
+            config_info(definition, value, errors)
         })
         .collect();
-    // Errors on keys no definition covers (say, a bad plugin.grant.*) still count.
-    let mut configs = configs;
+    // Errors on keys no definition names exactly (a grant key matching a
+    // pattern, an unknown plugin.grant.*) still count, each under its key.
     for (name, errs) in errors {
-        configs.push(ConfigInfo {
-            definition: ConfigKeyInfo {
+        let definition = match connector_keys().find(&name) {
+            Some(key) => ConfigKeyInfo { name: name.clone(), display_name: name.clone(), ..host_key_info(key, 0) },
+            None => ConfigKeyInfo {
                 name: name.clone(),
                 kind: "STRING".into(),
                 required: false,
@@ -169,21 +141,37 @@ pub async fn validate(
                 dependents: Vec::new(),
                 order: 0,
             },
-            value: ConfigValueInfo {
-                value: config.get(&name).cloned(),
-                name,
-                recommended_values: Vec::new(),
-                errors: errs,
-                visible: true,
-            },
-        });
+        };
+        configs.push(config_info(definition, shown_value(config, &name, false), errs));
     }
+    let mut groups: Vec<String> = connector_keys().groups().into_iter().map(String::from).collect();
+    groups.push("Plugin".into());
     ConfigInfos {
         name: plugin_name.to_string(),
         error_count: configs.iter().map(|c| c.value.errors.len()).sum(),
-        groups: vec!["Common".into(), "Plugin".into()],
+        groups,
         configs,
         warnings,
+    }
+}
+
+/// `key`'s value as validation shows it: `[hidden]` for a secret, whether
+/// the host's table says so or the plugin declares a PASSWORD.
+fn shown_value(config: &ConfigMap, key: &str, plugin_password: bool) -> Option<String> {
+    let secret = plugin_password || connector_keys().is_secret(key);
+    config.get(key).map(|v| if secret { "[hidden]".into() } else { v.clone() })
+}
+
+fn config_info(definition: ConfigKeyInfo, value: Option<String>, errors: Vec<String>) -> ConfigInfo {
+    ConfigInfo {
+        value: ConfigValueInfo {
+            name: definition.name.clone(),
+            value,
+            recommended_values: Vec::new(),
+            errors,
+            visible: true,
+        },
+        definition,
     }
 }
 
@@ -230,5 +218,81 @@ async fn plugin_validate(runtime: &Runtime, plugin: &Plugin, config: &ConfigMap)
     match result.await {
         Ok(errors) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
         Err(e) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(pairs: &[(&str, &str)]) -> ConfigMap {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn host_keys_are_the_tables_in_order() {
+        let infos = host_key_infos();
+        let names: Vec<&str> = infos.iter().map(|k| k.name.as_str()).collect();
+        let table: Vec<&str> = connector_keys().keys().iter().map(KeyDef::name).collect();
+        assert_eq!(names, table);
+        assert!(infos.windows(2).all(|w| w[0].order < w[1].order));
+        let tasks = serde_json::to_value(&infos[names.iter().position(|n| *n == "tasks.max").unwrap()]).unwrap();
+        assert_eq!(
+            tasks,
+            json!({"name": "tasks.max", "type": "INT", "required": false, "default_value": "1", "importance": "HIGH",
+                   "documentation": "Maximum number of tasks (group members) to run.", "group": "Common",
+                   "width": "NONE", "display_name": "tasks.max", "dependents": [], "order": 3})
+        );
+        let token = infos.iter().find(|k| k.name == "plugin.grant.<capability>.<name>.token").unwrap();
+        assert_eq!((token.kind.as_str(), token.group.as_deref()), ("PASSWORD", Some("Grants")));
+    }
+
+    #[test]
+    fn a_secret_is_hidden_wherever_it_shows() {
+        let mut keys = host_key_infos();
+        let plugin_password = ConfigKeyInfo {
+            name: "db.password".into(),
+            kind: "PASSWORD".into(),
+            ..host_key_info(connector_keys().find("name").unwrap(), 99)
+        };
+        keys.push(plugin_password);
+        let config = map(&[
+            ("db.password", "pw-4a1f"),
+            ("plugin.grant.net.db.token", "tk-9c3e"),
+            ("plugin.grant.fs.logs.path", "/visible"),
+        ]);
+        let errors: BTreeMap<String, Vec<String>> = [
+            ("plugin.grant.net.db.token".to_string(), vec!["refused".to_string()]),
+            ("plugin.grant.fs.logs.path".to_string(), vec!["refused".to_string()]),
+        ]
+        .into();
+        let infos = config_infos("p", keys, &config, errors, Vec::new());
+        let text = serde_json::to_string(&infos).unwrap();
+        assert!(!text.contains("pw-4a1f") && !text.contains("tk-9c3e"), "{text}");
+        assert!(text.contains("/visible"), "{text}");
+        let value_of = |key: &str| infos.configs.iter().find(|c| c.value.name == key).unwrap();
+        assert_eq!(value_of("db.password").value.value.as_deref(), Some("[hidden]"));
+        let token = value_of("plugin.grant.net.db.token");
+        assert_eq!(token.value.value.as_deref(), Some("[hidden]"));
+        assert_eq!((token.definition.kind.as_str(), token.value.errors.len()), ("PASSWORD", 1));
+        assert_eq!(infos.error_count, 2);
+    }
+
+    #[tokio::test]
+    async fn every_problem_is_listed_under_its_key() {
+        let cache = tempfile::tempdir().unwrap();
+        let runtime = Runtime::new(cache.path()).unwrap();
+        let config =
+            map(&[("name", "v"), ("connector.class", "nope"), ("tasks.max", "0"), ("errors.tolerance", "some")]);
+        let infos = validate(&runtime, "nope", None, &config, &WorkerDefaults::default()).await;
+        let errors_of = |key: &str| {
+            infos.configs.iter().find(|c| c.value.name == key).map(|c| c.value.errors.len()).unwrap_or_default()
+        };
+        for key in ["connector.class", "topics", "tasks.max", "errors.tolerance"] {
+            assert_eq!(errors_of(key), 1, "{key}: {infos:#?}");
+        }
+        assert_eq!(infos.error_count, 4);
+        assert_eq!(infos.groups, ["Common", "Consumer", "Errors", "Plugin sandbox", "Grants", "Plugin"]);
     }
 }

@@ -2,8 +2,11 @@
 //! loop needs, in types rather than strings.
 
 use crate::capabilities::Grants;
+pub use crate::config::Problem as ConfigProblem;
+use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
 use crate::runtime::Limits;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// How a connector's tasks consume.
@@ -42,6 +45,9 @@ pub struct ConnectorConfig {
     pub flush_interval: Duration,
     pub limits: Limits,
     pub grants: Grants,
+    /// `plugin.deterministic`: clocks read 0 and randomness is a fixed
+    /// stream, for reproducible test runs.
+    pub deterministic: bool,
     /// The configuration as the user gave it, passed to the plugin.
     pub raw: BTreeMap<String, String>,
 }
@@ -55,13 +61,6 @@ pub struct ErrorPolicy {
     /// as rejected; `None` retries without a time bound.
     pub retry_timeout: Option<Duration>,
     pub retry_delay_max: Duration,
-}
-
-/// A problem with one key, as Connect's validation reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigProblem {
-    pub key: String,
-    pub message: String,
 }
 
 /// Worker-level defaults a connector config may override.
@@ -80,139 +79,299 @@ impl Default for WorkerDefaults {
 impl ConnectorConfig {
     /// Resolves a connector config. Every problem is reported, not just the first.
     pub fn parse(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<Self, Vec<ConfigProblem>> {
-        let mut p = Parser { raw, problems: Vec::new() };
-        let name = p.required("name");
-        let plugin = p.required("connector.class");
-        let tasks_max = p.number("tasks.max", 1u32);
-        if tasks_max == 0 {
-            p.problem("tasks.max", "must be at least 1");
-        }
-        let topics: Vec<String> =
-            p.required("topics").split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
-        if topics.is_empty() && raw.contains_key("topics") {
-            p.problem("topics", "names no topic");
-        }
-
-        let group_protocol = match raw.get("consumer.override.group.protocol").map(String::as_str) {
-            None => worker.group_protocol,
-            Some("share") => GroupProtocol::Share,
-            Some("classic" | "consumer") => GroupProtocol::Classic,
-            Some(other) => {
-                p.problem("consumer.override.group.protocol", &format!("'{other}' is not share, classic or consumer"));
-                worker.group_protocol
-            }
+        let (values, mut problems) = connector_keys().parse(raw);
+        let mut problem = |key: &str, message: &str| {
+            problems.push(ConfigProblem { key: key.into(), message: message.into() });
         };
-        let consumer_overrides: Vec<(String, String)> = raw
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("consumer.override.")?.to_string(), v.clone())))
+        let name = values.string("name").to_string();
+        let topics = values.list("topics").to_vec();
+
+        // The table admits share, classic and consumer only; unset (or
+        // refused) leaves the worker's choice.
+        let group_protocol = match values.string("consumer.override.group.protocol") {
+            "share" => GroupProtocol::Share,
+            "classic" | "consumer" => GroupProtocol::Classic,
+            _ => worker.group_protocol,
+        };
+        let consumer_overrides: Vec<(String, String)> = values
+            .originals_with_prefix("consumer.override.")
             // `share` is ours, not librdkafka's; `classic`/`consumer` pass through.
-            .filter(|(k, v)| !(k == "group.protocol" && v == "share"))
+            .filter(|&(k, v)| !(k == "group.protocol" && v.trim() == "share"))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let group_id = raw.get("consumer.override.group.id").cloned().unwrap_or_else(|| format!("connect-{name}"));
-
-        let tolerance = match p.optional("errors.tolerance", "none") {
-            "none" => Tolerance::None,
-            "all" => Tolerance::All,
-            other => {
-                p.problem("errors.tolerance", &format!("'{other}' is not none or all"));
-                Tolerance::None
-            }
+        let group_id = match values.string("consumer.override.group.id") {
+            "" => format!("connect-{name}"),
+            id => id.to_string(),
         };
-        let dlq_topic = raw.get("errors.deadletterqueue.topic.name").filter(|t| !t.trim().is_empty()).cloned();
+
+        // The table admits none and all only.
+        let tolerance = if values.string("errors.tolerance") == "all" { Tolerance::All } else { Tolerance::None };
+        let dlq_topic = Some(values.string("errors.deadletterqueue.topic.name")).filter(|t| !t.is_empty());
         if dlq_topic.is_some() && tolerance == Tolerance::None {
-            p.problem(
+            problem(
                 "errors.deadletterqueue.topic.name",
                 "a dead-letter queue needs errors.tolerance=all (with none, a rejected record fails the task)",
             );
         }
-        if dlq_topic.as_ref().is_some_and(|t| topics.contains(t)) {
-            p.problem("errors.deadletterqueue.topic.name", "must not be one of the connector's own topics");
+        if dlq_topic.is_some_and(|t| topics.iter().any(|topic| topic == t)) {
+            problem("errors.deadletterqueue.topic.name", "must not be one of the connector's own topics");
         }
-        let retry_timeout_ms: i64 = p.number("errors.retry.timeout", 300_000);
+        let retry_timeout_ms = values.long("errors.retry.timeout");
         let errors = ErrorPolicy {
             tolerance,
-            dlq_topic,
-            dlq_context_headers: p.boolean("errors.deadletterqueue.context.headers.enable", true),
-            retry_timeout: (retry_timeout_ms >= 0).then(|| Duration::from_millis(retry_timeout_ms as u64)),
-            retry_delay_max: Duration::from_millis(p.number("errors.retry.delay.max.ms", 60_000)),
+            dlq_topic: dlq_topic.map(String::from),
+            dlq_context_headers: values.boolean("errors.deadletterqueue.context.headers.enable"),
+            retry_timeout: (retry_timeout_ms >= 0).then(|| millis(retry_timeout_ms)),
+            retry_delay_max: millis(values.long("errors.retry.delay.max.ms")),
         };
 
+        // The casts here and below are of values the table's validators keep
+        // at least 0 (memory) or 1 (tasks, batch size).
         let limits = Limits {
-            memory_bytes: p.number("plugin.memory.max.bytes", Limits::default().memory_bytes),
-            call_timeout: Duration::from_millis(p.number("plugin.call.timeout.ms", 30_000)),
+            memory_bytes: values.long("plugin.memory.max.bytes") as usize,
+            call_timeout: millis(values.long("plugin.call.timeout.ms")),
         };
-        let grants = match Grants::from_config(raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
-            Ok(g) => g,
-            Err(e) => {
-                p.problem("plugin.grant", &e.to_string());
-                Grants::default()
+        // `Grants` checks what the table cannot (paths, addresses, unknown
+        // capabilities); it stops at its first error.
+        let grants = Grants::from_config(raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_else(|e| {
+            let message = format!("{e:#}");
+            let key = grant_key_named_in(raw, &message);
+            // The table may have reported the same key already, in its words.
+            if !problems.iter().any(|p| p.key == key) {
+                problems.push(ConfigProblem { key, message });
             }
-        };
+            Grants::default()
+        });
         let config = ConnectorConfig {
-            name: name.to_string(),
-            plugin: plugin.to_string(),
-            tasks_max,
+            name,
+            plugin: values.string("connector.class").to_string(),
+            tasks_max: values.int("tasks.max") as u32,
             topics,
             group_protocol,
             group_id,
             consumer_overrides,
-            batch_max_records: p.number("batch.max.records", 500usize).max(1),
+            batch_max_records: values.int("batch.max.records") as usize,
             errors,
-            flush_interval: Duration::from_millis(p.number("flush.interval.ms", 10_000)),
+            flush_interval: millis(values.long("flush.interval.ms")),
             limits,
             grants,
+            deterministic: values.boolean("plugin.deterministic"),
             raw: raw.clone(),
         };
-        if p.problems.is_empty() { Ok(config) } else { Err(p.problems) }
+        if problems.is_empty() { Ok(config) } else { Err(problems) }
     }
 }
 
-struct Parser<'a> {
-    raw: &'a BTreeMap<String, String>,
-    problems: Vec<ConfigProblem>,
+/// Milliseconds the table keeps non-negative.
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
 }
 
-impl<'a> Parser<'a> {
-    fn problem(&mut self, key: &str, message: &str) {
-        self.problems.push(ConfigProblem { key: key.into(), message: message.into() });
-    }
-
-    fn required(&mut self, key: &str) -> &'a str {
-        match self.raw.get(key).map(|v| v.trim()) {
-            Some(v) if !v.is_empty() => v,
-            _ => {
-                self.problem(key, "Missing required configuration");
-                ""
-            }
-        }
-    }
-
-    fn optional(&mut self, key: &str, default: &'a str) -> &'a str {
-        self.raw.get(key).map_or(default, |v| v.trim())
-    }
-
-    fn number<T: std::str::FromStr>(&mut self, key: &str, default: T) -> T {
-        match self.raw.get(key) {
-            None => default,
-            Some(v) => v.trim().parse().unwrap_or_else(|_| {
-                self.problem(key, &format!("Invalid value '{v}': not a valid number"));
-                default
-            }),
-        }
-    }
-
-    fn boolean(&mut self, key: &str, default: bool) -> bool {
-        match self.raw.get(key).map(|v| v.trim()) {
-            None => default,
-            Some("true") => true,
-            Some("false") => false,
-            Some(v) => {
-                self.problem(key, &format!("Invalid value '{v}': expected true or false"));
-                default
-            }
-        }
-    }
+/// The given `plugin.grant.*` key a `Grants` error names, else `plugin.grant`.
+/// A name counts where it ends the key (`…env.A` is not named by `…env.AB`).
+fn grant_key_named_in(raw: &BTreeMap<String, String>, message: &str) -> String {
+    let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let named = |key: &str| message.match_indices(key).any(|(at, _)| !message[at + key.len()..].starts_with(key_char));
+    raw.keys()
+        .find(|k| k.starts_with("plugin.grant.") && named(k))
+        .map_or_else(|| "plugin.grant".to_string(), String::clone)
 }
+
+/// Every key the host reads from a connector config: names, types, defaults,
+/// checks and documentation, in one place. [`ConnectorConfig::parse`], the
+/// herder's validation, `GET /connector-plugins/{p}/config` and the README's
+/// table (`spillway config-keys`) all come from it. Keys it does not define
+/// are the plugin's to check, as in Connect.
+pub fn connector_keys() -> &'static ConfigDef {
+    static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
+        use Importance::{High, Low, Medium};
+        let key = KeyDef::new;
+        let credential =
+            "A credential of the grant, for a capability that takes one; hidden wherever the config is shown.";
+        ConfigDef::new()
+            .group(
+                "Common",
+                [
+                    key("name", Type::String, High, "Globally unique name of the connector.").required(),
+                    key("connector.class", Type::String, High, "Name of the plugin that implements the connector.")
+                        .required(),
+                    key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
+                        .with_default("1")
+                        .with_validator(Validator::at_least(1)),
+                    key("topics", Type::List, High, "Topics to consume, comma-separated.").required().with_validator(
+                        Validator::new("at least one topic", |v| match v {
+                            Value::List(topics) if topics.is_empty() => Err("names no topic".into()),
+                            _ => Ok(()),
+                        }),
+                    ),
+                    key("batch.max.records", Type::Int, Medium, "Records per put().")
+                        .with_default("500")
+                        .with_validator(Validator::at_least(1)),
+                    key(
+                        "flush.interval.ms",
+                        Type::Long,
+                        Medium,
+                        "Longest a held record waits before the host asks the plugin to flush (share groups also \
+                         flush at the broker's in-flight cap and before locks run out).",
+                    )
+                    .with_default("10000")
+                    .with_validator(Validator::at_least(0)),
+                ],
+            )
+            .group(
+                "Consumer",
+                [
+                    key(
+                        "consumer.override.group.protocol",
+                        Type::String,
+                        High,
+                        "share: a KIP-932 share group (records acknowledged one by one, tasks scale freely); \
+                         classic or consumer (KIP-848): a consumer group with offset commits. Unset: the \
+                         worker's default, share (classic on the embedded broker).",
+                    )
+                    .with_validator(Validator::one_of(&["share", "classic", "consumer"])),
+                    key(
+                        "consumer.override.group.id",
+                        Type::String,
+                        Medium,
+                        "The group the tasks join. Unset: connect- followed by the connector's name.",
+                    ),
+                    key(
+                        "consumer.override.*",
+                        Type::String,
+                        Medium,
+                        "Any other consumer (librdkafka) property, passed on with the prefix removed.",
+                    ),
+                ],
+            )
+            .group(
+                "Errors",
+                [
+                    key(
+                        "errors.tolerance",
+                        Type::String,
+                        Medium,
+                        "none: a rejected record fails the task (and is released, not lost); all: it goes to the \
+                         dead-letter queue (or is logged) and the task goes on.",
+                    )
+                    .with_default("none")
+                    .with_validator(Validator::one_of(&["none", "all"])),
+                    key(
+                        "errors.deadletterqueue.topic.name",
+                        Type::String,
+                        Medium,
+                        "Topic for rejected records; needs errors.tolerance=all, and must not be one of the \
+                         connector's topics.",
+                    )
+                    .with_default(""),
+                    key(
+                        "errors.deadletterqueue.context.headers.enable",
+                        Type::Boolean,
+                        Medium,
+                        "Add __connect.errors.* headers to dead-lettered records (true here, false in Connect).",
+                    )
+                    .with_default("true"),
+                    key(
+                        "errors.retry.timeout",
+                        Type::Long,
+                        Medium,
+                        "How long, in ms, a record may keep asking for retries before it counts as rejected; \
+                         -1 for no bound.",
+                    )
+                    .with_default("300000"),
+                    key("errors.retry.delay.max.ms", Type::Long, Medium, "Longest pause between retries, in ms.")
+                        .with_default("60000")
+                        .with_validator(Validator::at_least(0)),
+                ],
+            )
+            .group(
+                "Plugin sandbox",
+                [
+                    key("plugin.memory.max.bytes", Type::Long, Medium, "Linear memory one plugin instance may use.")
+                        .with_default("268435456")
+                        .with_validator(Validator::at_least(0)),
+                    key(
+                        "plugin.call.timeout.ms",
+                        Type::Long,
+                        Medium,
+                        "Longest one call into the plugin may run (an endless loop fails the task; stopping the \
+                         task interrupts a running call at once).",
+                    )
+                    .with_default("30000")
+                    .with_validator(Validator::at_least(1)),
+                    key(
+                        "plugin.deterministic",
+                        Type::Boolean,
+                        Low,
+                        "For tests: clocks read 0 and random bytes are a fixed stream, so runs are reproducible. \
+                         By default a plugin gets the real clocks and real entropy (they grant no authority).",
+                    )
+                    .with_default("false"),
+                ],
+            )
+            .group(
+                "Grants",
+                [
+                    key(
+                        "plugin.grant.fs.<name>.path",
+                        Type::String,
+                        High,
+                        "An absolute host directory the plugin may read and write, at the same path.",
+                    ),
+                    key(
+                        "plugin.grant.fs.<name>.read-only",
+                        Type::Boolean,
+                        Medium,
+                        "true: the plugin may only read the grant's directory.",
+                    )
+                    .with_default("false"),
+                    key(
+                        "plugin.grant.net.<name>.connect",
+                        Type::List,
+                        High,
+                        "ip:port addresses the plugin may open TCP connections to.",
+                    ),
+                    key(
+                        "plugin.grant.env.<name>.value",
+                        Type::String,
+                        Medium,
+                        "An environment variable for the plugin, named after the grant upper-cased with - as _ \
+                         (plugin.grant.env.api-url.value sets API_URL).",
+                    ),
+                    key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.token", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.secret", Type::Password, Medium, credential),
+                    key(
+                        "plugin.grant.fs.dirs",
+                        Type::List,
+                        Low,
+                        "Old spelling, still accepted: absolute host directories the plugin may read and write, \
+                         at the same paths.",
+                    ),
+                    key(
+                        "plugin.grant.net.connect",
+                        Type::List,
+                        Low,
+                        "Old spelling, still accepted: ip:port addresses the plugin may open TCP connections to.",
+                    ),
+                    key(
+                        "plugin.grant.env.<NAME>",
+                        Type::String,
+                        Low,
+                        "Old spelling, still accepted: an environment variable NAME for the plugin.",
+                    )
+                    .with_placeholder("NAME", Segment::EnvVarName),
+                    key("plugin.grant.clock", Type::Boolean, Low, NO_LONGER_NEEDED),
+                    key("plugin.grant.random", Type::Boolean, Low, NO_LONGER_NEEDED),
+                ],
+            )
+    });
+    &KEYS
+}
+
+const NO_LONGER_NEEDED: &str =
+    "Accepted, no longer needed: real clocks and entropy are the default; see plugin.deterministic.";
 
 #[cfg(test)]
 mod tests {
@@ -277,5 +436,164 @@ mod tests {
         let c = ConnectorConfig::parse(&good, &Default::default()).unwrap();
         assert_eq!(c.errors.dlq_topic.as_deref(), Some("dlq"));
         assert_eq!(c.errors.tolerance, Tolerance::All);
+    }
+
+    #[test]
+    fn defaults_come_from_the_table() {
+        let c = ConnectorConfig::parse(&config(&[]), &Default::default()).unwrap();
+        let default = |key: &str| connector_keys().find(key).unwrap().default_value().unwrap().to_string();
+        assert_eq!(c.tasks_max.to_string(), default("tasks.max"));
+        assert_eq!(c.batch_max_records.to_string(), default("batch.max.records"));
+        assert_eq!(c.flush_interval.as_millis().to_string(), default("flush.interval.ms"));
+        assert_eq!(c.limits.memory_bytes.to_string(), default("plugin.memory.max.bytes"));
+        assert_eq!(c.limits.call_timeout.as_millis().to_string(), default("plugin.call.timeout.ms"));
+        assert_eq!(c.errors.retry_timeout.unwrap().as_millis().to_string(), default("errors.retry.timeout"));
+        assert_eq!(c.errors.retry_delay_max.as_millis().to_string(), default("errors.retry.delay.max.ms"));
+        assert_eq!(c.errors.dlq_context_headers.to_string(), default("errors.deadletterqueue.context.headers.enable"));
+        assert_eq!(c.deterministic.to_string(), default("plugin.deterministic"));
+        assert_eq!(c.errors.tolerance, Tolerance::None);
+        assert_eq!(default("errors.tolerance"), "none");
+    }
+
+    #[test]
+    fn given_values_are_read() {
+        let c = ConnectorConfig::parse(
+            &config(&[
+                ("tasks.max", "3"),
+                ("batch.max.records", "7"),
+                ("flush.interval.ms", "250"),
+                ("plugin.memory.max.bytes", "1048576"),
+                ("plugin.call.timeout.ms", "900"),
+                ("plugin.deterministic", "true"),
+                ("errors.retry.timeout", "-1"),
+                ("errors.deadletterqueue.context.headers.enable", "false"),
+                ("consumer.override.group.id", "mine"),
+            ]),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!((c.tasks_max, c.batch_max_records), (3, 7));
+        assert_eq!(c.flush_interval, Duration::from_millis(250));
+        assert_eq!(c.limits.memory_bytes, 1 << 20);
+        assert_eq!(c.limits.call_timeout, Duration::from_millis(900));
+        assert!(c.deterministic);
+        assert_eq!(c.errors.retry_timeout, None);
+        assert!(!c.errors.dlq_context_headers);
+        assert_eq!(c.group_id, "mine");
+    }
+
+    #[test]
+    fn ranges_and_types_are_checked_for_every_key() {
+        let problems = ConnectorConfig::parse(
+            &config(&[
+                ("batch.max.records", "0"),
+                ("plugin.call.timeout.ms", "0"),
+                ("plugin.memory.max.bytes", "-1"),
+                ("plugin.deterministic", "yes"),
+                ("consumer.override.group.protocol", "streams"),
+                ("topics", " , "),
+            ]),
+            &Default::default(),
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "topics",
+                "batch.max.records",
+                "consumer.override.group.protocol",
+                "plugin.memory.max.bytes",
+                "plugin.call.timeout.ms",
+                "plugin.deterministic"
+            ],
+            "{problems:#?}"
+        );
+        assert_eq!(problems[0].message, "Invalid value ' , ' for configuration topics: names no topic");
+    }
+
+    #[test]
+    fn a_grant_error_is_reported_under_its_key() {
+        let problems = ConnectorConfig::parse(
+            &config(&[("plugin.grant.fs.dirs", "relative/dir"), ("plugin.grant.env.A", "1")]),
+            &Default::default(),
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].key, "plugin.grant.fs.dirs");
+        assert!(problems[0].message.contains("absolute"), "{problems:#?}");
+
+        // The table's type check and the grant's own say the same: once.
+        let problems =
+            ConnectorConfig::parse(&config(&[("plugin.grant.clock", "maybe")]), &Default::default()).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].key, "plugin.grant.clock");
+    }
+
+    #[test]
+    fn a_grant_error_naming_no_given_key_goes_under_plugin_grant() {
+        let raw = config(&[("plugin.grant.env.A", "1")]);
+        assert_eq!(grant_key_named_in(&raw, "plugin.grant.env.AB: refused"), "plugin.grant");
+        assert_eq!(grant_key_named_in(&raw, "plugin.grant.env.A: refused"), "plugin.grant.env.A");
+        let raw = config(&[("plugin.grant.env.A", "1"), ("plugin.grant.env.AB", "2")]);
+        assert_eq!(grant_key_named_in(&raw, "plugin.grant.env.AB: refused"), "plugin.grant.env.AB");
+    }
+
+    #[test]
+    fn grant_keys_old_and_new_find_their_entries() {
+        let keys = connector_keys();
+        for (key, entry) in [
+            ("plugin.grant.fs.logs.path", "plugin.grant.fs.<name>.path"),
+            ("plugin.grant.fs.logs.read-only", "plugin.grant.fs.<name>.read-only"),
+            ("plugin.grant.net.db.connect", "plugin.grant.net.<name>.connect"),
+            ("plugin.grant.env.api-url.value", "plugin.grant.env.<name>.value"),
+            ("plugin.grant.env.API_URL", "plugin.grant.env.<NAME>"),
+            ("plugin.grant.fs.dirs", "plugin.grant.fs.dirs"),
+            ("plugin.grant.net.connect", "plugin.grant.net.connect"),
+            ("plugin.grant.net.db.token", "plugin.grant.<capability>.<name>.token"),
+            ("consumer.override.fetch.min.bytes", "consumer.override.*"),
+            ("consumer.override.group.id", "consumer.override.group.id"),
+        ] {
+            assert_eq!(keys.find(key).map(|k| k.name()), Some(entry), "{key}");
+        }
+        assert!(keys.find("plugin.grant.fs.My_Dir.path").is_none(), "a grant's name is [a-z0-9-]+");
+        assert!(keys.find("share.delivery.count.limit").is_none(), "read from the broker, not configured");
+    }
+
+    #[test]
+    fn grant_credentials_are_secret_and_nothing_else_is() {
+        let keys = connector_keys();
+        for key in [
+            "plugin.grant.net.db.password",
+            "plugin.grant.s3.bucket.secret.access.key",
+            "plugin.grant.http.api.token",
+            "plugin.grant.net.db.secret",
+        ] {
+            assert!(keys.is_secret(key), "{key}");
+        }
+        let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
+        assert_eq!(secret_entries.len(), 4, "{secret_entries:?}");
+        for key in ["plugin.grant.fs.logs.path", "plugin.grant.env.TOKEN", "plugin.grant.s3.bucket.access.key", "name"]
+        {
+            assert!(!keys.is_secret(key), "{key}");
+        }
+    }
+
+    /// The README's table is `connector_keys().markdown_table()`, verbatim.
+    #[test]
+    fn readme_documents_the_table() {
+        const BEGIN: &str = "<!-- connector-keys:begin -->\n";
+        const END: &str = "<!-- connector-keys:end -->";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let table = connector_keys().markdown_table();
+        let documented = readme.split_once(BEGIN).and_then(|(_, rest)| rest.split_once(END)).map(|(t, _)| t.trim());
+        assert!(
+            documented == Some(table.trim()),
+            "README.md's connector keys differ from the table in host/src/task/config.rs. Regenerate them with \
+             `cargo run --release -p spillway -- config-keys` and put the output between the lines `{}` and `{END}` \
+             in README.md. Expected:\n\n{table}",
+            BEGIN.trim_end()
+        );
     }
 }
