@@ -140,12 +140,7 @@ impl Grants {
 
 /// Refuses a setting a capability does not take: a typo must not silently
 /// grant less than the user meant.
-pub(crate) fn only_settings(
-    capability: &str,
-    name: &str,
-    settings: &BTreeMap<String, String>,
-    known: &[&str],
-) -> Result<()> {
+fn only_settings(capability: &str, name: &str, settings: &BTreeMap<String, String>, known: &[&str]) -> Result<()> {
     match settings.keys().find(|k| !known.contains(&k.as_str())) {
         Some(other) => bail!(
             "{GRANT_PREFIX}{capability}.{name}.{other}: unknown setting (a {capability} grant takes {})",

@@ -200,6 +200,19 @@ impl KeyDef {
         self
     }
 
+    /// The same key under `prefix`, for a table that holds another table's
+    /// keys: a capability's grant settings, under
+    /// `plugin.grant.<capability>.<name>.`. A pattern cannot be required, so
+    /// the copy is optional; the inner table still requires it.
+    pub fn prefixed(self, prefix: &str) -> KeyDef {
+        let name = format!("{prefix}{}", self.name);
+        let documentation = match self.required {
+            true => format!("Required for each grant. {}", self.documentation),
+            false => self.documentation,
+        };
+        KeyDef { pattern: Pattern::parse(&name), name, documentation, required: false, ..self }
+    }
+
     /// Must be given, not blank. A required key has no default.
     pub fn required(mut self) -> Self {
         assert!(self.pattern.is_exact(), "{}: a pattern cannot be required", self.name);

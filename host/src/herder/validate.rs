@@ -177,7 +177,12 @@ fn config_info(definition: ConfigKeyInfo, value: Option<String>, errors: Vec<Str
 
 /// What a valid config allows but its user will likely regret.
 pub fn warnings(config: &ConnectorConfig) -> Vec<String> {
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = config
+        .grants
+        .deprecated
+        .iter()
+        .map(|(key, instead)| format!("{key} is an old spelling, still accepted; use {instead}"))
+        .collect();
     if config.group_protocol == GroupProtocol::Share && config.errors.dlq_topic.is_none() {
         warnings.push(
             "share group without errors.deadletterqueue.topic.name: a record still failing on its last delivery \
@@ -228,6 +233,25 @@ mod tests {
 
     fn map(pairs: &[(&str, &str)]) -> ConfigMap {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn old_grant_spellings_are_accepted_with_a_warning() {
+        let base =
+            [("name", "c"), ("connector.class", "p"), ("topics", "t"), ("consumer.override.group.protocol", "classic")];
+        let parse = |extra: &[(&str, &str)]| {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+            ConnectorConfig::parse(&map(&pairs), &Default::default()).unwrap()
+        };
+        let old = warnings(&parse(&[("plugin.grant.fs.dirs", "/data"), ("plugin.grant.clock", "true")]));
+        assert_eq!(old.len(), 2, "{old:?}");
+        // In key order.
+        assert!(old[0].contains("plugin.grant.clock") && old[0].contains("real clocks and randomness are the default"));
+        assert!(
+            old[1].contains("plugin.grant.fs.dirs is an old spelling")
+                && old[1].contains("plugin.grant.fs.<name>.path")
+        );
+        assert!(warnings(&parse(&[("plugin.grant.fs.data.path", "/data")])).is_empty());
     }
 
     #[test]

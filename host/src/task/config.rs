@@ -1,7 +1,7 @@
 //! A connector's configuration, resolved and checked: everything the task
 //! loop needs, in types rather than strings.
 
-use crate::capabilities::Grants;
+use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
 use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
 use crate::runtime::Limits;
@@ -45,9 +45,6 @@ pub struct ConnectorConfig {
     pub flush_interval: Duration,
     pub limits: Limits,
     pub grants: Grants,
-    /// `plugin.deterministic`: clocks read 0 and randomness is a fixed
-    /// stream, for reproducible test runs.
-    pub deterministic: bool,
     /// The configuration as the user gave it, passed to the plugin.
     pub raw: BTreeMap<String, String>,
 }
@@ -155,7 +152,6 @@ impl ConnectorConfig {
             flush_interval: millis(values.long("flush.interval.ms")),
             limits,
             grants,
-            deterministic: values.boolean("plugin.deterministic"),
             raw: raw.clone(),
         };
         if problems.is_empty() { Ok(config) } else { Err(problems) }
@@ -167,14 +163,13 @@ fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
-/// The given `plugin.grant.*` key a `Grants` error names, else `plugin.grant`.
+/// The given key a `Grants` error names (a `plugin.grant.*` key or
+/// `plugin.deterministic`), else `plugin.grant`.
 /// A name counts where it ends the key (`…env.A` is not named by `…env.AB`).
 fn grant_key_named_in(raw: &BTreeMap<String, String>, message: &str) -> String {
     let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     let named = |key: &str| message.match_indices(key).any(|(at, _)| !message[at + key.len()..].starts_with(key_char));
-    raw.keys()
-        .find(|k| k.starts_with("plugin.grant.") && named(k))
-        .map_or_else(|| "plugin.grant".to_string(), String::clone)
+    raw.keys().find(|k| k.starts_with("plugin.") && named(k)).map_or_else(|| "plugin.grant".to_string(), String::clone)
 }
 
 /// Every key the host reads from a connector config: names, types, defaults,
@@ -338,6 +333,14 @@ pub fn connector_keys() -> &'static ConfigDef {
                         "An environment variable for the plugin, named after the grant upper-cased with - as _ \
                          (plugin.grant.env.api-url.value sets API_URL).",
                     ),
+                ]
+                .into_iter()
+                .chain(
+                    capabilities::object_store::setting_keys()
+                        .into_iter()
+                        .map(|k| k.prefixed("plugin.grant.object-store.<name>.")),
+                )
+                .chain([
                     key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
                     key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),
                     key("plugin.grant.<capability>.<name>.token", Type::Password, Medium, credential),
@@ -364,7 +367,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                     .with_placeholder("NAME", Segment::EnvVarName),
                     key("plugin.grant.clock", Type::Boolean, Low, NO_LONGER_NEEDED),
                     key("plugin.grant.random", Type::Boolean, Low, NO_LONGER_NEEDED),
-                ],
+                ]),
             )
     });
     &KEYS
@@ -450,7 +453,7 @@ mod tests {
         assert_eq!(c.errors.retry_timeout.unwrap().as_millis().to_string(), default("errors.retry.timeout"));
         assert_eq!(c.errors.retry_delay_max.as_millis().to_string(), default("errors.retry.delay.max.ms"));
         assert_eq!(c.errors.dlq_context_headers.to_string(), default("errors.deadletterqueue.context.headers.enable"));
-        assert_eq!(c.deterministic.to_string(), default("plugin.deterministic"));
+        assert_eq!(c.grants.wasi.deterministic.to_string(), default("plugin.deterministic"));
         assert_eq!(c.errors.tolerance, Tolerance::None);
         assert_eq!(default("errors.tolerance"), "none");
     }
@@ -476,7 +479,7 @@ mod tests {
         assert_eq!(c.flush_interval, Duration::from_millis(250));
         assert_eq!(c.limits.memory_bytes, 1 << 20);
         assert_eq!(c.limits.call_timeout, Duration::from_millis(900));
-        assert!(c.deterministic);
+        assert!(c.grants.wasi.deterministic);
         assert_eq!(c.errors.retry_timeout, None);
         assert!(!c.errors.dlq_context_headers);
         assert_eq!(c.group_id, "mine");

@@ -13,15 +13,15 @@
 //! are refused, so it cannot reach past the prefix.
 
 use super::errors::Error;
-use super::grants::only_settings;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use crate::config::{ConfigDef, Importance, KeyDef, Type, Validator};
 use anyhow::{Result, anyhow, bail};
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, PutPayload};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
@@ -49,24 +49,54 @@ pub struct ObjectStoreGrant {
     pub policy: OpPolicy,
 }
 
+/// The settings one grant takes (`plugin.grant.object-store.<name>.<setting>`):
+/// the connector's key table lists them under that prefix, and
+/// [`ObjectStoreGrant::from_settings`] parses them, so each default is
+/// written once.
+pub fn setting_keys() -> Vec<KeyDef> {
+    vec![
+        KeyDef::new(
+            "url",
+            Type::String,
+            Importance::High,
+            "Where the objects go, with the prefix the plugin is confined to: file:///absolute/dir (S3 and \
+             other stores come with the S3 sink).",
+        )
+        .required(),
+        KeyDef::new(
+            "timeout.ms",
+            Type::Long,
+            Importance::Medium,
+            "Longest one operation may take, retries included; never past the plugin call's own deadline.",
+        )
+        .with_default("30000")
+        .with_validator(Validator::at_least(1)),
+        KeyDef::new("retries", Type::Int, Importance::Low, "Further attempts after a retriable failure.")
+            .with_default("3")
+            .with_validator(Validator::at_least(0)),
+    ]
+}
+
 impl ObjectStoreGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
+        static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("object-store", setting_keys()));
         let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        only_settings(CAPABILITY, name, settings, &["url", "timeout.ms", "retries"])?;
-        let raw = settings.get("url").ok_or_else(|| anyhow!("{}: missing for this grant", key("url")))?;
-        let url = url::Url::parse(raw.trim()).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
+        // A typo must not silently grant less than was meant.
+        if let Some(unknown) = settings.keys().find(|k| SETTINGS.find(k).is_none()) {
+            bail!("{}: unknown setting (an {CAPABILITY} grant takes url, timeout.ms, retries)", key(unknown));
+        }
+        let (values, problems) = SETTINGS.parse(settings);
+        if let Some(problem) = problems.first() {
+            bail!("{}: {}", key(&problem.key), problem.message);
+        }
+        let raw = values.string("url");
+        let url = url::Url::parse(raw).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
         if url.scheme() != "file" {
             bail!("{}: '{}' stores are not supported yet (file:///dir is)", key("url"), url.scheme());
         }
-        let number = |setting: &str, default: u64| -> Result<u64> {
-            match settings.get(setting) {
-                Some(v) => v.trim().parse().map_err(|_| anyhow!("{}: '{v}' is not a number", key(setting))),
-                None => Ok(default),
-            }
-        };
         let policy = OpPolicy {
-            timeout: Duration::from_millis(number("timeout.ms", 30_000)?),
-            retries: number("retries", 3)? as u32,
+            timeout: Duration::from_millis(values.long("timeout.ms") as u64),
+            retries: values.int("retries") as u32,
         };
         Ok(ObjectStoreGrant { url, policy })
     }
