@@ -330,3 +330,78 @@ fn classify(error: object_store::Error) -> Error {
         _ => Error::retriable(error.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    use tokio::time::Instant;
+
+    /// A context with one bucket open on `store`, as `open` would leave it.
+    fn open_on(store: Arc<dyn ObjectStore>, policy: OpPolicy) -> (ObjectStoreCtx, Resource<OpenBucket>) {
+        let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), CallBudget::default(), Arc::default());
+        let bucket = ctx.table.push(OpenBucket { grant: "test".into(), store, policy }).unwrap();
+        (ctx, Resource::new_borrow(bucket.rep()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_store_is_cut_short_by_the_plugin_calls_budget_as_a_retriable_error() {
+        let slow = ThrottledStore::new(
+            InMemory::new(),
+            ThrottleConfig { wait_put_per_call: Duration::from_secs(600), ..ThrottleConfig::default() },
+        );
+        let policy = OpPolicy { timeout: Duration::from_secs(60), retries: 3 };
+        let (mut ctx, bucket) = open_on(Arc::new(slow), policy);
+        // The runtime leaves the operation 2 s of the call.
+        ctx.budget.set(Some(Instant::now() + Duration::from_secs(2)));
+        let started = Instant::now();
+        let err = ctx.put(bucket, "a/b".into(), b"x".to_vec()).await.unwrap().unwrap_err();
+        assert!(err.is_retriable(), "{err:?}");
+        assert!(err.message().contains("object-store put timed out after 2000 ms (the time left in the plugin call)"));
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        let (key, stats) = &ctx.metrics.snapshot()[0];
+        assert_eq!((key.op, stats.retriable_errors, stats.bytes), ("put", 1, 0));
+    }
+
+    #[tokio::test]
+    async fn objects_round_trip_and_misses_are_answers_not_errors() {
+        let policy = OpPolicy { timeout: Duration::from_secs(5), retries: 0 };
+        let (mut ctx, bucket) = open_on(Arc::new(InMemory::new()), policy);
+        let b = || Resource::<OpenBucket>::new_borrow(bucket.rep());
+        assert_eq!(ctx.get(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap(), None);
+        assert!(ctx.head(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap().is_none());
+        ctx.put(b(), "t/0/1.jsonl".into(), b"hello".to_vec()).await.unwrap().unwrap();
+        assert_eq!(ctx.get(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap(), Some(b"hello".to_vec()));
+        assert_eq!(ctx.head(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap().unwrap().size, 5);
+        let listed = ctx.list(b(), "t".into()).await.unwrap().unwrap();
+        assert_eq!(listed.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(), ["t/0/1.jsonl"]);
+        ctx.delete(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap();
+        ctx.delete(b(), "t/0/1.jsonl".into()).await.unwrap().unwrap();
+        assert!(ctx.list(b(), "".into()).await.unwrap().unwrap().is_empty());
+        // A path that could reach past the prefix never reaches the store.
+        let err = ctx.put(b(), "../x".into(), b"x".to_vec()).await.unwrap().unwrap_err();
+        assert!(matches!(err, Error::Fatal(_)), "{err:?}");
+    }
+
+    #[test]
+    fn grant_settings_are_checked_and_defaulted_from_one_table() {
+        let settings = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let grant = ObjectStoreGrant::from_settings("out", &settings(&[("url", "file:///data/out")])).unwrap();
+        assert_eq!(grant.policy, OpPolicy { timeout: Duration::from_millis(30_000), retries: 3 });
+        for (pairs, expected) in [
+            (vec![], "plugin.grant.object-store.out.url: Missing required configuration"),
+            (vec![("url", "file:///d"), ("retry", "1")], "plugin.grant.object-store.out.retry: unknown setting"),
+            (
+                vec![("url", "file:///d"), ("timeout.ms", "0")],
+                "plugin.grant.object-store.out.timeout.ms: Invalid value",
+            ),
+            (vec![("url", "s3://bucket/p")], "'s3' stores are not supported yet"),
+        ] {
+            let err = ObjectStoreGrant::from_settings("out", &settings(&pairs)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{pairs:?}: {err}");
+        }
+    }
+}
