@@ -389,7 +389,7 @@ fn demo_config(out_dir: &Path, share: bool) -> Result<BTreeMap<String, String>> 
         ("tasks.max", "2"),
         ("topics", topic.as_str()),
         ("file", file.to_str().context("output path is not UTF-8")?),
-        ("plugin.grant.fs.dirs", out),
+        ("plugin.grant.fs.out.path", out),
         ("flush.interval.ms", "500"),
     ]
     .iter()

@@ -685,6 +685,67 @@ async fn metrics_and_topics_after_records_flow() {
     host.shutdown().await;
 }
 
+/// A plugin on a host capability, through the whole API: granted, its
+/// records land as objects, each once, and /metrics counts the operations;
+/// not granted, its task fails naming the interface to grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_end_to_end_granted_and_not() {
+    let env = env();
+    let topic = env.topic("objects", 1);
+    let bucket = env.dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let host = env.host().await;
+    host.create("objects", config("object-sink", &topic, 1, &[("plugin.grant.object-store.out.url", &url)])).await;
+    host.wait_running("objects", 1).await;
+    env.produce(&topic, 40).await;
+
+    // Every record in exactly one line of one object (no fault is injected).
+    let offsets = || -> Vec<i64> {
+        let dir = bucket.join(&topic).join("0");
+        let mut offsets: Vec<i64> = std::fs::read_dir(&dir)
+            .map(|entries| entries.flatten().map(|e| std::fs::read_to_string(e.path()).unwrap()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|text| {
+                text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["offset"].as_i64().unwrap())
+            })
+            .collect();
+        offsets.sort();
+        offsets
+    };
+    for _ in 0..ATTEMPTS {
+        if offsets().len() >= 40 {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(offsets(), (0..40).collect::<Vec<i64>>(), "each record exactly once");
+    let text = host.metrics().await;
+    let puts = text
+        .lines()
+        .find(|l| l.starts_with(r#"spillway_capability_calls_total{capability="object-store",op="put",outcome="ok"}"#))
+        .unwrap_or_else(|| panic!("no object-store put counted: {text}"));
+    assert!(puts.rsplit(' ').next().unwrap().parse::<f64>().unwrap() >= 1.0, "{puts}");
+
+    // The same plugin without the grant: its task fails and says what to add.
+    host.create("ungranted", config("object-sink", &topic, 1, &[])).await;
+    let status = host.wait_status("ungranted", "task FAILED", |s| task_states(s) == vec!["FAILED"]).await;
+    let trace = status["tasks"][0]["trace"].as_str().unwrap_or_default();
+    assert!(trace.contains("imports 'spillway:object-store/buckets@0.1.0'"), "{status:#}");
+    assert!(trace.contains("plugin.grant.object-store.<name>"), "{status:#}");
+
+    // Old grant spellings validate, with a warning naming the new one.
+    let old = config("noop-sink", &topic, 1, &[("name", "old"), ("plugin.grant.fs.dirs", "/tmp")]);
+    let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(old)).await;
+    assert_eq!((status, infos["error_count"].as_u64()), (200, Some(0)), "{infos:#}");
+    let warnings = infos["warnings"].to_string();
+    assert!(
+        warnings.contains("plugin.grant.fs.dirs is an old spelling")
+            && warnings.contains("plugin.grant.fs.<name>.path")
+    );
+    host.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_of_classic_and_share_connectors() {
     let env = env();

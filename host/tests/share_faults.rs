@@ -225,7 +225,7 @@ async fn held_records_are_flushed_before_their_locks_run_out() {
         ("connector.class", "file-sink"),
         ("topics", &topic),
         ("file", file.to_str().unwrap()),
-        ("plugin.grant.fs.dirs", dir.path().to_str().unwrap()),
+        ("plugin.grant.fs.data.path", dir.path().to_str().unwrap()),
         ("flush.interval.ms", "600000"),
     ];
     let (running, metrics, stop) = start_task_through(&proxy, "file-sink", &raw).await;
@@ -369,7 +369,7 @@ async fn an_undecodable_record_batch_goes_to_the_dlq_with_its_offsets() {
         ("topics", topic.as_str()),
         ("mode", "accept"),
         ("record.file", record_file.to_str().unwrap()),
-        ("plugin.grant.fs.dirs", dir.path().to_str().unwrap()),
+        ("plugin.grant.fs.data.path", dir.path().to_str().unwrap()),
         ("errors.tolerance", "all"),
         ("errors.deadletterqueue.topic.name", dlq.as_str()),
     ];

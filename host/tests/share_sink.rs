@@ -61,8 +61,12 @@ fn config_map(
     extra: &[(&str, &str)],
 ) -> ConfigMap {
     let tasks = tasks.to_string();
-    let common =
-        [("name", name), ("topics", topic), ("tasks.max", &tasks), ("plugin.grant.fs.dirs", dir.to_str().unwrap())];
+    let common = [
+        ("name", name),
+        ("topics", topic),
+        ("tasks.max", &tasks),
+        ("plugin.grant.fs.data.path", dir.to_str().unwrap()),
+    ];
     common.iter().chain(base).chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
@@ -596,8 +600,7 @@ async fn a_slow_plugins_next_batch_is_fetched_during_put_and_nothing_repeats() {
     let dir = tempfile::tempdir().unwrap();
     let herder = start_herder(&broker, dir.path()).await;
     let topic = unique("slow");
-    let extra =
-        [("mode", "accept-slowly"), ("delay.ms", "40"), ("plugin.grant.clock", "true"), ("batch.max.records", "100")];
+    let extra = [("mode", "accept-slowly"), ("delay.ms", "40"), ("batch.max.records", "100")];
     herder.create("slow".into(), connector_config("slow", &topic, dir.path(), 1, &extra), None).await.unwrap();
     wait_running(&herder, "slow", 1).await;
     let keys = produce(&broker.bootstrap, &topic, 2000).await;

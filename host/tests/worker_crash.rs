@@ -103,7 +103,7 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
             "tasks.max": tasks.to_string(),
             "consumer.override.group.protocol": "classic",
             "file": dir.path().join("crash-{task}.jsonl"),
-            "plugin.grant.fs.dirs": dir.path(),
+            "plugin.grant.fs.data.path": dir.path(),
             "flush.interval.ms": flush_ms.to_string(),
             // The killed worker's members leave the group when their
             // sessions time out; the broker's minimum keeps the test short.

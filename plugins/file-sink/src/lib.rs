@@ -1,5 +1,5 @@
 //! Appends records as JSON lines to a file in a directory the connector
-//! grants (`plugin.grant.fs.dirs`).
+//! grants (`plugin.grant.fs.<name>.path`).
 //!
 //! Writes are buffered: `put` holds every record, and `flush` writes the buffer
 //! out, syncs the file and only then settles the records as accepted. A crash
@@ -29,7 +29,7 @@ impl Sink for FileSink {
         .key(ConfigKey::required(
             "file",
             ConfigType::String,
-            "Path of the output file; its directory must be granted with plugin.grant.fs.dirs. \
+            "Path of the output file; its directory must be granted with plugin.grant.fs.<name>.path. \
              `{task}` in it becomes the task's number, so that tasks write files of their own.",
         ))
     }
