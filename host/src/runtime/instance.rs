@@ -83,16 +83,13 @@ impl PluginInstance {
         // Running wasm yields to the executor at every epoch tick, so that
         // the call's deadline and a stop are seen even in an endless loop.
         store.epoch_deadline_async_yield_and_update(1);
-        let mut instance = PluginInstance {
-            bindings: bindings::Full::instantiate_async(&mut store, component, linker).await?,
-            store,
-            limits: limits.clone(),
-            interrupt_on: None,
-            poisoned: false,
-        };
-        // Instantiation runs the plugin's start-up code: bound it as well.
-        instance.store.set_epoch_deadline(1);
-        Ok(instance)
+        store.set_epoch_deadline(1);
+        // Instantiation runs the plugin's start-up code: bound it as a call.
+        let bindings =
+            tokio::time::timeout(limits.call_timeout, bindings::Full::instantiate_async(&mut store, component, linker))
+                .await
+                .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
+        Ok(PluginInstance { store, bindings, limits: limits.clone(), interrupt_on: None, poisoned: false })
     }
 
     /// Calls after `token` is cancelled end at once as `Interrupted` (or at
