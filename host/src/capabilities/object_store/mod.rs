@@ -103,9 +103,9 @@ impl ObjectStoreGrant {
 
     fn open(&self) -> Result<Arc<dyn ObjectStore>> {
         let (store, prefix) = object_store::parse_url(&self.url)?;
-        if self.url.scheme() == "file" {
+        if let Ok(dir) = self.url.to_file_path() {
             // A local store writes under a directory that must exist.
-            std::fs::create_dir_all(self.url.path())?;
+            std::fs::create_dir_all(dir)?;
         }
         Ok(Arc::new(PrefixStore::new(store, prefix)))
     }
