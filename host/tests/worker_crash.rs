@@ -28,8 +28,10 @@ impl Worker {
             .args(["serve", "--port", &port.to_string(), "--bootstrap-servers", &broker.bootstrap])
             .args(["--plugin-dir", plugins.to_str().unwrap()])
             .args(["--state-file", dir.join("connectors.json").to_str().unwrap()])
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
+            // A file, not a terminal: the log must come without colour codes.
+            .stderr(std::fs::File::create(dir.join("worker.log")).unwrap())
             .spawn()
             .expect("starting spillway serve");
         let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
@@ -165,4 +167,9 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
         assert_none_lost(&file_sink_keys(dir.path(), "crash-"), &keys, "SIGKILL after a rebalance, classic group");
     println!("duplicates after the kill (expected: the records held at the kill, and more): {duplicates}");
     worker.send(reqwest::Method::DELETE, "/connectors/crash", Value::Null).await;
+
+    // Logs written to a file carry no ANSI colour codes.
+    let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
+    assert!(log.contains("INFO"), "the worker logged nothing: {log}");
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {}", log.lines().next().unwrap_or_default());
 }

@@ -66,7 +66,12 @@ impl LogLevels {
         let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
         tracing_subscriber::registry()
             .with(filter)
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            // Colour only on a terminal: not in files, pipes or log shippers.
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                    .with_writer(std::io::stderr),
+            )
             .init();
         Self::new(handle, &directives)
     }
