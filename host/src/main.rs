@@ -18,6 +18,9 @@ struct Cli {
     /// Where compiled plugins are cached.
     #[arg(long, global = true, env = "SPILLWAY_CACHE_DIR", default_value = ".spillway/cache")]
     cache_dir: PathBuf,
+    /// How log lines are written to stderr.
+    #[arg(long, global = true, env = "SPILLWAY_LOG_FORMAT", value_enum, default_value_t)]
+    log_format: spillway::rest::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,8 +97,8 @@ struct RunArgs {
 }
 
 fn main() -> Result<()> {
-    let loggers = spillway::rest::LogLevels::install("info,librdkafka=warn,rdkafka=warn");
     let cli = Cli::parse();
+    let loggers = spillway::rest::LogLevels::install("info,librdkafka=warn,rdkafka=warn", cli.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::Run(args) => runtime.block_on(run(&cli.cache_dir, args)),
@@ -124,7 +127,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         None => {
             let broker = EmbeddedBroker::start(1)?;
             let b = broker.bootstrap_servers();
-            eprintln!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
+            tracing::warn!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
             _embedded = Some(broker);
             // The embedded broker has no share groups.
             defaults.group_protocol = spillway::task::GroupProtocol::Classic;
@@ -143,7 +146,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         defaults,
     };
     let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;
-    eprintln!("REST API on http://{addr}");
+    tracing::info!("REST API on http://{addr}");
     spillway::rest::serve_on(listener, herder.clone(), loggers, async {
         let _ = tokio::signal::ctrl_c().await;
     })
@@ -400,4 +403,25 @@ fn demo_config(out_dir: &Path, share: bool) -> Result<BTreeMap<String, String>> 
         config.insert("consumer.override.group.protocol".into(), "classic".into());
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway::rest::LogFormat;
+
+    #[test]
+    fn global_flags_go_anywhere_on_the_line() {
+        let args = ["spillway", "connectors", "status", "c1", "--url", "http://h:1", "--log-format", "json"];
+        let cli = Cli::try_parse_from(args).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        match cli.command {
+            Command::Connectors { server, .. } => assert_eq!(server.url, "http://h:1"),
+            _ => panic!("not the connectors command"),
+        }
+        // Where it was accepted before still works.
+        let cli = Cli::try_parse_from(["spillway", "connectors", "--url", "http://h:2", "list"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Text);
+        assert!(matches!(cli.command, Command::Connectors { server, .. } if server.url == "http://h:2"));
+    }
 }

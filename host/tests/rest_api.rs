@@ -343,6 +343,10 @@ async fn connector_crud() {
     assert_eq!(host.get("/connectors").await, (200, json!(["crud-a"])));
     let (status, info) = host.get("/connectors/crud-a").await;
     assert_eq!(status, 200);
+    // With a trailing slash, as Connect's routes match (and clients call).
+    assert_eq!(host.get("/connectors/").await, (200, json!(["crud-a"])));
+    assert_eq!(host.get("/connectors/crud-a/").await, (200, info.clone()));
+    assert_eq!(host.get("/connectors/crud-a/status/").await.0, 200);
     assert_eq!(info["tasks"], json!([{"connector": "crud-a", "task": 0}, {"connector": "crud-a", "task": 1}]));
     let (status, cfg) = host.get("/connectors/crud-a/config").await;
     assert_eq!((status, &cfg["topics"]), (200, &json!(topic)));

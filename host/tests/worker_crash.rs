@@ -20,7 +20,8 @@ struct Worker {
 }
 
 impl Worker {
-    async fn start(broker: &Broker, dir: &Path) -> Worker {
+    /// A worker logging to `dir/<log>` in `log_format` (text or json).
+    async fn start(broker: &Broker, dir: &Path, log_format: &str, log: &str) -> Worker {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
         let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
@@ -28,10 +29,11 @@ impl Worker {
             .args(["serve", "--port", &port.to_string(), "--bootstrap-servers", &broker.bootstrap])
             .args(["--plugin-dir", plugins.to_str().unwrap()])
             .args(["--state-file", dir.join("connectors.json").to_str().unwrap()])
+            .args(["--log-format", log_format])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             // A file, not a terminal: the log must come without colour codes.
-            .stderr(std::fs::File::create(dir.join("worker.log")).unwrap())
+            .stderr(std::fs::File::create(dir.join(log)).unwrap())
             .spawn()
             .expect("starting spillway serve");
         let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
@@ -97,7 +99,7 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
     let broker = Broker::start_or_env();
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("crash");
-    let worker = Worker::start(&broker, dir.path()).await;
+    let worker = Worker::start(&broker, dir.path(), "text", "worker-1.log").await;
     let config = |tasks: u32, flush_ms: u32| {
         json!({
             "connector.class": "file-sink",
@@ -150,7 +152,7 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
 
     // A new worker with the same state file runs the connector again, now
     // flushing every half second (a classic group flushes on the timer).
-    let worker = Worker::start(&broker, dir.path()).await;
+    let worker = Worker::start(&broker, dir.path(), "json", "worker-2.log").await;
     worker.wait_running("crash", 2).await;
     worker.send(reqwest::Method::PUT, "/connectors/crash/config", config(2, 500)).await;
     let deadline = Instant::now() + PATIENCE;
@@ -169,7 +171,17 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
     worker.send(reqwest::Method::DELETE, "/connectors/crash", Value::Null).await;
 
     // Logs written to a file carry no ANSI colour codes.
-    let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
+    let log = std::fs::read_to_string(dir.path().join("worker-1.log")).unwrap();
     assert!(log.contains("INFO"), "the worker logged nothing: {log}");
     assert!(!log.contains('\x1b'), "colour codes in a log file: {}", log.lines().next().unwrap_or_default());
+    // `--log-format json`: one object per line; a task's lines name their
+    // connector and task.
+    let log = std::fs::read_to_string(dir.path().join("worker-2.log")).unwrap();
+    let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("a JSON object per line")).collect();
+    assert!(!lines.is_empty(), "the worker logged nothing");
+    let task_line = lines
+        .iter()
+        .find(|l| l["span"]["connector"] == "crash")
+        .unwrap_or_else(|| panic!("no line from a task: {log}"));
+    assert!(task_line["span"]["task"].is_u64() && task_line["level"].is_string(), "{task_line}");
 }

@@ -21,8 +21,9 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8083";
 /// Where the REST API is.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ServerArgs {
-    /// Base URL of the Spillway (or Kafka Connect) REST API.
-    #[arg(long, env = "SPILLWAY_URL", default_value = DEFAULT_URL)]
+    /// Base URL of the Spillway (or Kafka Connect) REST API; anywhere on the
+    /// line (`spillway connectors status NAME --url URL`).
+    #[arg(long, global = true, env = "SPILLWAY_URL", default_value = DEFAULT_URL)]
     pub url: String,
 }
 

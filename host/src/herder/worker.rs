@@ -397,20 +397,25 @@ impl Worker {
         };
         let (runtime, events, connector_name) = (self.runtime.clone(), self.events.clone(), name.to_string());
         let task_stop = stop.clone();
-        let handle = tokio::spawn(async move {
-            let exit = match task::start(&runtime, spec).await {
-                Ok(task_loop) => {
-                    let _ = events.send(TaskEvent::Started {
-                        connector: connector_name.clone(),
-                        task: task_id,
-                        generation,
-                    });
-                    task_loop.run(task_stop).await
-                }
-                Err(e) => TaskExit::Failed(format!("{e:#}")),
-            };
-            let _ = events.send(TaskEvent::Exited { connector: connector_name, task: task_id, generation, exit });
-        });
+        // Every line the task logs carries its connector and task.
+        let span = tracing::info_span!("task", connector = %connector_name, task = task_id);
+        let handle = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let exit = match task::start(&runtime, spec).await {
+                    Ok(task_loop) => {
+                        let _ = events.send(TaskEvent::Started {
+                            connector: connector_name.clone(),
+                            task: task_id,
+                            generation,
+                        });
+                        task_loop.run(task_stop).await
+                    }
+                    Err(e) => TaskExit::Failed(format!("{e:#}")),
+                };
+                let _ = events.send(TaskEvent::Exited { connector: connector_name, task: task_id, generation, exit });
+            },
+            span,
+        ));
         // A restarting task stays RESTARTING until it has started.
         let state = match connector.tasks.get(&task_id) {
             Some(t) if t.state == State::Restarting => State::Restarting,

@@ -49,6 +49,16 @@ struct Levels {
     other: Vec<String>,
 }
 
+/// How log lines are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// For people: one line per event, coloured on a terminal.
+    #[default]
+    Text,
+    /// For log shippers: one JSON object per line.
+    Json,
+}
+
 impl LogLevels {
     /// `directives` must be what the reloadable filter was built from (e.g.
     /// `RUST_LOG`). The handle may belong to any subscriber, global or not.
@@ -59,20 +69,22 @@ impl LogLevels {
     /// Installs the process-wide subscriber (stderr, filtered by `RUST_LOG`
     /// or else `default_directives`) behind a reload layer, and returns the
     /// levels that `/admin/loggers` changes. For `main`; call once.
-    pub fn install(default_directives: &str) -> Self {
+    pub fn install(default_directives: &str, format: LogFormat) -> Self {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
         let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| default_directives.to_string());
         let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
-        tracing_subscriber::registry()
-            .with(filter)
+        let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let registry = tracing_subscriber::registry().with(filter);
+        match format {
             // Colour only on a terminal: not in files, pipes or log shippers.
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                    .with_writer(std::io::stderr),
-            )
-            .init();
+            LogFormat::Text => {
+                registry.with(lines.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))).init()
+            }
+            // One object per line; a task's lines carry its span, with the
+            // connector and task as fields.
+            LogFormat::Json => registry.with(lines.json().with_current_span(true).with_span_list(false)).init(),
+        }
         Self::new(handle, &directives)
     }
 

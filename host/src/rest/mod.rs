@@ -14,17 +14,18 @@ pub mod metrics;
 mod plugins;
 
 pub use error::ApiError;
-pub use loggers::{LogLevels, LoggerLevel};
+pub use loggers::{LogFormat, LogLevels, LoggerLevel};
 
 use crate::herder::Herder;
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use axum::{Router, ServiceExt};
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
+use tower_http::normalize_path::NormalizePath;
 
 /// The OpenAPI 3.0 document of every endpoint, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -69,7 +70,12 @@ pub async fn serve_on(
     loggers: LogLevels,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, router(herder, loggers)).with_graceful_shutdown(shutdown).await?;
+    // Connect's JAX-RS routes match with or without a trailing slash, and
+    // clients rely on it (`GET /connectors/NAME/`): trim it before routing.
+    let app = NormalizePath::trim_trailing_slash(router(herder, loggers));
+    axum::serve(listener, ServiceExt::<axum::extract::Request>::into_make_service(app))
+        .with_graceful_shutdown(shutdown)
+        .await?;
     Ok(())
 }
 
