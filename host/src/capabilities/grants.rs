@@ -171,7 +171,7 @@ fn socket_addr(key: &str, addr: &str) -> Result<SocketAddr> {
     addr.parse().map_err(|_| anyhow!("{key}: '{addr}' is not an ip:port address"))
 }
 
-pub(crate) fn parse_bool(key: &str, value: &str) -> Result<bool> {
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
     match value.trim() {
         "true" => Ok(true),
         "false" => Ok(false),

@@ -8,7 +8,7 @@
 //! that speaks `0.m.q` with `q >= p` (wasmtime links such names to each
 //! other); any other version is refused here, naming both.
 
-use crate::capabilities::{CAPABILITIES, GRANT_PREFIX, Grants};
+use crate::capabilities::{CAPABILITIES, Capability, GRANT_PREFIX, Grants};
 use anyhow::{Result, anyhow, bail};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -27,6 +27,16 @@ pub(super) const CONTRACT_TYPES: &str = "spillway:connector/types";
 pub enum Linking<'a> {
     Granted(&'a Grants),
     Probe,
+}
+
+impl Linking<'_> {
+    /// Whether `capability` is linked: always for a probe, else when granted.
+    pub fn grants(&self, capability: &Capability) -> bool {
+        match self {
+            Linking::Granted(grants) => (capability.granted)(grants),
+            Linking::Probe => true,
+        }
+    }
 }
 
 /// Checks a component's exports and imports before it is linked, so that a
@@ -68,9 +78,7 @@ pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result
                 capability.version
             );
         }
-        if let (Linking::Granted(grants), Some(grant)) = (linking, capability.grant)
-            && !(capability.granted)(grants)
-        {
+        if let (false, Some(grant)) = (linking.grants(capability), capability.grant) {
             bail!(
                 "plugin imports '{name}', but its connector grants no {grant}: add \
                  {GRANT_PREFIX}{grant}.<name>.* to the connector config (see GET /connector-plugins/<plugin>/config)"

@@ -125,10 +125,7 @@ impl Runtime {
         limits: &Limits,
     ) -> Result<PluginInstance> {
         contract::check(&self.inner.engine, &plugin.component, Linking::Granted(grants))?;
-        let mut linker = self.base_linker()?;
-        if !grants.object_stores.is_empty() {
-            capabilities::object_store::add_to_linker(&mut linker)?;
-        }
+        let linker = self.linker(Linking::Granted(grants))?;
         self.instantiate_with(&linker, &plugin.component, name, grants, limits).await
     }
 
@@ -141,19 +138,28 @@ impl Runtime {
 
     async fn probe(&self, component: &Component, name: &str) -> Result<PluginInstance> {
         contract::check(&self.inner.engine, component, Linking::Probe)?;
-        let mut linker = self.base_linker()?;
-        capabilities::object_store::add_to_linker(&mut linker)?;
+        let linker = self.linker(Linking::Probe)?;
         self.instantiate_with(&linker, component, name, &Grants::default(), &Limits::default()).await
     }
 
-    /// What every plugin is linked with: WASI (sandboxed by its context),
-    /// logging and the shared types.
-    fn base_linker(&self) -> Result<Linker<PluginState>> {
+    /// WASI (sandboxed by its context), the shared types and logging for
+    /// every plugin; each other capability where `linking` grants it, by the
+    /// same `granted` test that `contract::check` applies.
+    fn linker(&self, linking: Linking) -> Result<Linker<PluginState>> {
         let mut linker = Linker::new(&self.inner.engine);
         capabilities::wasi::add_to_linker(&mut linker).map_err(|e| anyhow!("linking WASI: {e:?}"))?;
-        capabilities::errors::add_to_linker(&mut linker)?;
         linker.instance(&format!("{}@{CONTRACT_VERSION}", contract::CONTRACT_TYPES))?;
-        capabilities::log::add_to_linker(&mut linker)?;
+        for capability in capabilities::CAPABILITIES {
+            if !linking.grants(capability) {
+                continue;
+            }
+            match capability.interface {
+                "spillway:types/errors" => capabilities::errors::add_to_linker(&mut linker)?,
+                "spillway:log/log" => capabilities::log::add_to_linker(&mut linker)?,
+                "spillway:object-store/buckets" => capabilities::object_store::add_to_linker(&mut linker)?,
+                other => unreachable!("{other} is in CAPABILITIES but has no linker"),
+            }
+        }
         Ok(linker)
     }
 

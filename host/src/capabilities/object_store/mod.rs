@@ -140,14 +140,13 @@ impl ObjectStoreCtx {
         &mut self,
         bucket: &Resource<OpenBucket>,
         op: &'static str,
-        attempt: impl FnMut(Arc<dyn ObjectStore>) -> Fut,
+        mut attempt: impl FnMut(Arc<dyn ObjectStore>) -> Fut,
     ) -> wasmtime::Result<Result<T, Error>>
     where
         Fut: Future<Output = Result<T, Error>>,
     {
         let open = self.table.get(bucket)?;
         let (store, policy) = (open.store.clone(), open.policy.clone());
-        let mut attempt = attempt;
         let key = OpKey { capability: CAPABILITY, op };
         Ok(op::run(&self.metrics, key, &policy, &self.budget, || attempt(store.clone())).await)
     }
