@@ -735,7 +735,7 @@ async fn a_capability_end_to_end_granted_and_not() {
     host.create("ungranted", config("object-sink", &topic, 1, &[])).await;
     let status = host.wait_status("ungranted", "task FAILED", |s| task_states(s) == vec!["FAILED"]).await;
     let trace = status["tasks"][0]["trace"].as_str().unwrap_or_default();
-    assert!(trace.contains("imports 'spillway:object-store/buckets@0.1.0'"), "{status:#}");
+    assert!(trace.contains("imports 'spillway:object-store/buckets@0.1.1'"), "{status:#}");
     assert!(trace.contains("plugin.grant.object-store.<name>"), "{status:#}");
 
     // Old grant spellings validate, with a warning naming the new one.

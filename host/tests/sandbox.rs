@@ -349,7 +349,7 @@ async fn a_plugin_importing_an_ungranted_capability_fails_to_start_naming_it() {
     // ...but no task starts without the grant.
     let err = runtime().instantiate(&plugin, "test", &Grants::default(), &Limits::default()).await.err().unwrap();
     let message = format!("{err:#}");
-    assert!(message.contains("imports 'spillway:object-store/buckets@0.1.0'"), "{message}");
+    assert!(message.contains("imports 'spillway:object-store/buckets@0.1.1'"), "{message}");
     assert!(message.contains("grants no object-store"), "{message}");
 }
 

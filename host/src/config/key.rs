@@ -68,6 +68,10 @@ pub enum Value {
 pub struct Password(String);
 
 impl Password {
+    pub fn new(secret: impl Into<String>) -> Self {
+        Password(secret.into())
+    }
+
     pub fn value(&self) -> &str {
         &self.0
     }

@@ -571,13 +571,19 @@ mod tests {
             "plugin.grant.s3.bucket.secret.access.key",
             "plugin.grant.http.api.token",
             "plugin.grant.net.db.secret",
+            "plugin.grant.object-store.archive.secret.access.key",
         ] {
             assert!(keys.is_secret(key), "{key}");
         }
         let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
-        assert_eq!(secret_entries.len(), 4, "{secret_entries:?}");
-        for key in ["plugin.grant.fs.logs.path", "plugin.grant.env.TOKEN", "plugin.grant.s3.bucket.access.key", "name"]
-        {
+        assert_eq!(secret_entries.len(), 5, "{secret_entries:?}");
+        for key in [
+            "plugin.grant.fs.logs.path",
+            "plugin.grant.env.TOKEN",
+            "plugin.grant.s3.bucket.access.key",
+            "plugin.grant.object-store.archive.access.key.id",
+            "name",
+        ] {
             assert!(!keys.is_secret(key), "{key}");
         }
     }

@@ -123,6 +123,8 @@ impl TaskLoop {
                     // Put with the failed batch once the target is back.
                     self.admit(next, Stage::Waiting).await?;
                 }
+            } else if self.records.is_holding() {
+                self.tick().await?;
             }
             self.flush_if_due(idle).await?;
             if idle || self.last_commit.elapsed() >= COMMIT_INTERVAL {
@@ -224,6 +226,25 @@ impl TaskLoop {
                 Ok(())
             }
             // Stopping: the batch stays unacknowledged and is released on the way out.
+            Err(PluginError::Interrupted) => Ok(()),
+            Err(e) => Err(Failure(format!("put: {e}"))),
+        }
+    }
+
+    /// A poll brought nothing while records are held: an empty `put`, as
+    /// Connect calls `put` with an empty collection, so that the plugin can
+    /// act on time (a rotation on the wall clock) and settle what it wrote.
+    async fn tick(&mut self) -> Result<(), Failure> {
+        match self.plugin.put(&[]).await {
+            Ok(report) if report.outcomes.is_empty() => self.settle_held(report.settled).await,
+            Ok(report) => {
+                Err(Failure(format!("plugin returned {} outcomes for an empty batch", report.outcomes.len())))
+            }
+            Err(PluginError::Task(TaskError::Retriable(reason))) => {
+                // Held records stay held; their flush or their lock decides.
+                tracing::warn!(task = self.name, %reason, "put of an empty batch failed");
+                Ok(())
+            }
             Err(PluginError::Interrupted) => Ok(()),
             Err(e) => Err(Failure(format!("put: {e}"))),
         }

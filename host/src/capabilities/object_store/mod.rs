@@ -1,31 +1,29 @@
 //! `spillway:object-store`: buckets the operator granted, opened by the
-//! grant's name, on the `object_store` crate.
+//! grant's name, on the `object_store` crate: S3 and S3-compatible stores,
+//! and local directories.
 //!
-//! Grant settings (`plugin.grant.object-store.<name>.<setting>`):
-//! - `url`: where the objects go, with the prefix the plugin is confined to:
-//!   `file:///absolute/dir` for now (S3 and other stores come with the S3
-//!   sink);
-//! - `timeout.ms` (default 30000): the longest one operation may take,
-//!   retries included, and never past the plugin call's own deadline;
-//! - `retries` (default 3): further attempts after a retriable failure.
-//!
-//! The plugin names objects relative to the prefix; `..` and empty segments
-//! are refused, so it cannot reach past the prefix.
+//! The grant (`plugin.grant.object-store.<name>.*`, [`grant`]) holds the
+//! URL, endpoint and credentials; the plugin names objects relative to the
+//! granted prefix, and `..` and empty segments are refused, so it reaches
+//! nothing past the prefix. Each operation runs under the grant's timeout
+//! and retries and is counted ([`op`](super::op)).
+
+mod grant;
+mod upload;
+
+pub use grant::{Location, ObjectStoreGrant, setting_keys};
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
-use crate::config::{ConfigDef, Importance, KeyDef, Type, Validator};
-use anyhow::{Result, anyhow, bail};
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::prefix::PrefixStore;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::sync::Arc;
+use upload::{OpenUpload, Uploads};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
-pub const VERSION: &str = "0.1.0";
+pub const VERSION: &str = "0.1.1";
 const CAPABILITY: &str = "object-store";
 
 pub mod bindings {
@@ -36,85 +34,18 @@ pub mod bindings {
         with: {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:object-store/buckets.bucket": super::OpenBucket,
+            "spillway:object-store/buckets.upload": super::upload::OpenUpload,
         },
     });
 }
 
-use bindings::spillway::object_store::buckets::{Host, HostBucket, ObjectMeta};
-
-/// One `plugin.grant.object-store.<name>.*` grant.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObjectStoreGrant {
-    pub url: url::Url,
-    pub policy: OpPolicy,
-}
-
-/// The settings one grant takes (`plugin.grant.object-store.<name>.<setting>`):
-/// the connector's key table lists them under that prefix, and
-/// [`ObjectStoreGrant::from_settings`] parses them, so each default is
-/// written once.
-pub fn setting_keys() -> Vec<KeyDef> {
-    vec![
-        KeyDef::new(
-            "url",
-            Type::String,
-            Importance::High,
-            "Where the objects go, with the prefix the plugin is confined to: file:///absolute/dir (S3 and \
-             other stores come with the S3 sink).",
-        )
-        .required(),
-        KeyDef::new(
-            "timeout.ms",
-            Type::Long,
-            Importance::Medium,
-            "Longest one operation may take, retries included; never past the plugin call's own deadline.",
-        )
-        .with_default("30000")
-        .with_validator(Validator::at_least(1)),
-        KeyDef::new("retries", Type::Int, Importance::Low, "Further attempts after a retriable failure.")
-            .with_default("3")
-            .with_validator(Validator::at_least(0)),
-    ]
-}
-
-impl ObjectStoreGrant {
-    pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
-        static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("object-store", setting_keys()));
-        let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        // A typo must not silently grant less than was meant.
-        if let Some(unknown) = settings.keys().find(|k| SETTINGS.find(k).is_none()) {
-            bail!("{}: unknown setting (an {CAPABILITY} grant takes url, timeout.ms, retries)", key(unknown));
-        }
-        let (values, problems) = SETTINGS.parse(settings);
-        if let Some(problem) = problems.first() {
-            bail!("{}: {}", key(&problem.key), problem.message);
-        }
-        let raw = values.string("url");
-        let url = url::Url::parse(raw).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
-        if url.scheme() != "file" {
-            bail!("{}: '{}' stores are not supported yet (file:///dir is)", key("url"), url.scheme());
-        }
-        let policy = OpPolicy {
-            timeout: Duration::from_millis(values.long("timeout.ms") as u64),
-            retries: values.int("retries") as u32,
-        };
-        Ok(ObjectStoreGrant { url, policy })
-    }
-
-    fn open(&self) -> Result<Arc<dyn ObjectStore>> {
-        let (store, prefix) = object_store::parse_url(&self.url)?;
-        if let Ok(dir) = self.url.to_file_path() {
-            // A local store writes under a directory that must exist.
-            std::fs::create_dir_all(dir)?;
-        }
-        Ok(Arc::new(PrefixStore::new(store, prefix)))
-    }
-}
+use bindings::spillway::object_store::buckets::{Host, HostBucket, HostUpload, ObjectMeta};
 
 /// A bucket the plugin opened: the resource behind `bucket`.
 pub struct OpenBucket {
     grant: String,
     store: Arc<dyn ObjectStore>,
+    uploads: Uploads,
     policy: OpPolicy,
 }
 
@@ -135,8 +66,25 @@ impl ObjectStoreCtx {
         ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics }
     }
 
+    /// Runs one operation under `policy`: timeout, retries, metrics. The
+    /// future borrows only the metrics and the budget (the table is not
+    /// `Sync`).
+    fn run<'a, T, Fut>(
+        &'a self,
+        policy: &'a OpPolicy,
+        op: &'static str,
+        attempt: impl FnMut() -> Fut + 'a,
+    ) -> impl Future<Output = Result<T, Error>> + 'a
+    where
+        Fut: Future<Output = Result<T, Error>> + 'a,
+        T: 'a,
+    {
+        let (metrics, budget) = (&self.metrics, &self.budget);
+        async move { op::run(metrics, key(op), policy, budget, attempt).await }
+    }
+
     /// Runs one operation on an open bucket under its grant's policy.
-    async fn run<T, Fut>(
+    async fn on_bucket<T, Fut>(
         &mut self,
         bucket: &Resource<OpenBucket>,
         op: &'static str,
@@ -147,8 +95,11 @@ impl ObjectStoreCtx {
     {
         let open = self.table.get(bucket)?;
         let (store, policy) = (open.store.clone(), open.policy.clone());
-        let key = OpKey { capability: CAPABILITY, op };
-        Ok(op::run(&self.metrics, key, &policy, &self.budget, || attempt(store.clone())).await)
+        Ok(self.run(&policy, op, || attempt(store.clone())).await)
+    }
+
+    fn count_bytes(&self, op: &'static str, bytes: u64) {
+        self.metrics.add_bytes(key(op), bytes);
     }
 }
 
@@ -178,11 +129,33 @@ impl HostBucket for ObjectStoreCtx {
                 if names.is_empty() { "none".to_string() } else { names.join(", ") }
             ))));
         };
-        let store = match granted.open() {
-            Ok(store) => store,
+        let opened = match granted.open() {
+            Ok(opened) => opened,
             Err(e) => return Ok(Err(Error::fatal(format!("opening object-store grant '{grant}': {e:#}")))),
         };
-        let bucket = OpenBucket { grant, store, policy: granted.policy.clone() };
+        // Ask the store once, so that a missing bucket or refused credentials
+        // fail the task at start with a clear message, not every write later.
+        // Listing a prefix nothing uses costs one request and reads nothing.
+        let probe = Path::from(".spillway-open-check");
+        let store = opened.store.clone();
+        let answered = self
+            .run(&granted.policy, "open", || {
+                let (store, probe) = (store.clone(), probe.clone());
+                async move { store.list_with_delimiter(Some(&probe)).await.map_err(classify) }
+            })
+            .await;
+        if let Err(e) = answered {
+            let message = format!("object-store grant '{grant}' ({}): {}", granted.describe(), e.message());
+            return Ok(Err(match e {
+                Error::Retriable(_) => Error::retriable(message),
+                Error::Fatal(_) => Error::fatal(message),
+            }));
+        }
+        let uploads = match opened.uploads {
+            Some((store, root)) => Uploads::Resumable { store, root },
+            None => Uploads::Streaming(opened.store.clone()),
+        };
+        let bucket = OpenBucket { grant, store: opened.store, uploads, policy: granted.policy.clone() };
         Ok(Ok(self.table.push(bucket)?))
     }
 
@@ -196,15 +169,80 @@ impl HostBucket for ObjectStoreCtx {
         let bytes = data.len() as u64;
         let payload = PutPayload::from(data);
         let result = self
-            .run(&bucket, "put", |store| {
+            .on_bucket(&bucket, "put", |store| {
                 let (location, payload) = (location.clone(), payload.clone());
                 async move { store.put(&location, payload).await.map(|r| r.e_tag).map_err(classify) }
             })
             .await?;
         if result.is_ok() {
-            self.metrics.add_bytes(OpKey { capability: CAPABILITY, op: "put" }, bytes);
+            self.count_bytes("put", bytes);
         }
         Ok(result)
+    }
+
+    async fn create(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<bool, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let bytes = data.len() as u64;
+        let payload = PutPayload::from(data);
+        let result = self
+            .on_bucket(&bucket, "create", |store| {
+                let (location, payload) = (location.clone(), payload.clone());
+                let options = PutOptions::from(PutMode::Create);
+                async move {
+                    match store.put_opts(&location, payload, options).await {
+                        Ok(_) => Ok(true),
+                        // A retry after a lost answer finds its own object:
+                        // an answer, not an error, either way.
+                        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                            Ok(false)
+                        }
+                        Err(e) => Err(classify(e)),
+                    }
+                }
+            })
+            .await?;
+        if let Ok(true) = result {
+            self.count_bytes("create", bytes);
+        }
+        Ok(result)
+    }
+
+    async fn start_upload(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+    ) -> wasmtime::Result<Result<Resource<OpenUpload>, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let open = self.table.get(&bucket)?;
+        let (uploads, policy) = (open.uploads.clone(), open.policy.clone());
+        let started = self
+            .run(&policy, "start-upload", || {
+                let (uploads, location, path, policy) =
+                    (uploads.clone(), location.clone(), path.clone(), policy.clone());
+                async move { uploads.start(&location, &path, &policy).await }
+            })
+            .await;
+        Ok(match started {
+            Ok(upload) => Ok(self.table.push(upload)?),
+            Err(e) => Err(e),
+        })
+    }
+
+    async fn abort_upload(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+        id: String,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let open = self.table.get(&bucket)?;
+        let (uploads, policy) = (open.uploads.clone(), open.policy.clone());
+        Ok(self.run(&policy, "abort-upload", || uploads.abort(&location, &id)).await)
     }
 
     async fn get(
@@ -214,7 +252,7 @@ impl HostBucket for ObjectStoreCtx {
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
         let result = self
-            .run(&bucket, "get", |store| {
+            .on_bucket(&bucket, "get", |store| {
                 let location = location.clone();
                 async move {
                     match store.get(&location).await {
@@ -226,7 +264,7 @@ impl HostBucket for ObjectStoreCtx {
             })
             .await?;
         if let Ok(Some(data)) = &result {
-            self.metrics.add_bytes(OpKey { capability: CAPABILITY, op: "get" }, data.len() as u64);
+            self.count_bytes("get", data.len() as u64);
         }
         Ok(result)
     }
@@ -237,7 +275,7 @@ impl HostBucket for ObjectStoreCtx {
         path: String,
     ) -> wasmtime::Result<Result<Option<ObjectMeta>, Error>> {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
-        self.run(&bucket, "head", |store| {
+        self.on_bucket(&bucket, "head", |store| {
             let location = location.clone();
             async move {
                 match store.head(&location).await {
@@ -262,7 +300,7 @@ impl HostBucket for ObjectStoreCtx {
                 Err(_) => return Ok(Err(bad_path(&prefix))),
             },
         };
-        self.run(&bucket, "list", |store| {
+        self.on_bucket(&bucket, "list", |store| {
             let prefix = prefix.clone();
             async move {
                 let objects: Vec<_> = store.list(prefix.as_ref()).try_collect().await.map_err(classify)?;
@@ -274,14 +312,9 @@ impl HostBucket for ObjectStoreCtx {
 
     async fn delete(&mut self, bucket: Resource<OpenBucket>, path: String) -> wasmtime::Result<Result<(), Error>> {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
-        self.run(&bucket, "delete", |store| {
+        self.on_bucket(&bucket, "delete", |store| {
             let location = location.clone();
-            async move {
-                match store.delete(&location).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(classify(e)),
-                }
-            }
+            async move { not_found_is_ok(store.delete(&location).await) }
         })
         .await
     }
@@ -291,6 +324,63 @@ impl HostBucket for ObjectStoreCtx {
         tracing::trace!(grant = open.grant, "object-store bucket closed");
         Ok(())
     }
+}
+
+impl HostUpload for ObjectStoreCtx {
+    async fn id(&mut self, upload: Resource<OpenUpload>) -> wasmtime::Result<String> {
+        Ok(self.table.get(&upload)?.id().to_string())
+    }
+
+    async fn put_part(&mut self, upload: Resource<OpenUpload>, data: Vec<u8>) -> wasmtime::Result<Result<(), Error>> {
+        let bytes = data.len() as u64;
+        let payload = PutPayload::from(data);
+        let open = self.table.get_mut(&upload)?;
+        let policy = open.policy.clone();
+        let sent =
+            op::run(&self.metrics, key("upload-part"), &policy, &self.budget, || open.send_part(payload.clone())).await;
+        let Ok(part) = sent else { return Ok(sent.map(drop)) };
+        open.record_part(part);
+        self.count_bytes("upload-part", bytes);
+        Ok(Ok(()))
+    }
+
+    async fn complete(&mut self, upload: Resource<OpenUpload>) -> wasmtime::Result<Result<Option<String>, Error>> {
+        let open = self.table.get_mut(&upload)?;
+        let policy = open.policy.clone();
+        let completed = op::run(&self.metrics, key("complete-upload"), &policy, &self.budget, || open.complete()).await;
+        if completed.is_ok() {
+            open.finish();
+        }
+        Ok(completed)
+    }
+
+    async fn abort(&mut self, upload: Resource<OpenUpload>) -> wasmtime::Result<Result<(), Error>> {
+        let open = self.table.get_mut(&upload)?;
+        let policy = open.policy.clone();
+        let aborted = op::run(&self.metrics, key("abort-upload"), &policy, &self.budget, || open.abort()).await;
+        if aborted.is_ok() {
+            open.finish();
+        }
+        Ok(aborted)
+    }
+
+    async fn drop(&mut self, upload: Resource<OpenUpload>) -> wasmtime::Result<()> {
+        let mut open = self.table.delete(upload)?;
+        // An upload dropped unfinished is aborted, so that the store frees
+        // its parts (a finished one has nothing left to abort).
+        if open.is_finished() {
+            return Ok(());
+        }
+        let policy = open.policy.clone();
+        if let Err(e) = op::run(&self.metrics, key("abort-upload"), &policy, &self.budget, || open.abort()).await {
+            tracing::warn!(path = open.path, error = e.message(), "an upload dropped unfinished could not be aborted");
+        }
+        Ok(())
+    }
+}
+
+fn key(op: &'static str) -> OpKey {
+    OpKey { capability: CAPABILITY, op }
 }
 
 /// A plugin's path, refused if it could reach past the granted prefix.
@@ -311,6 +401,14 @@ fn meta_of(meta: object_store::ObjectMeta) -> ObjectMeta {
     }
 }
 
+/// Deleting what is not there is done.
+fn not_found_is_ok(result: object_store::Result<()>) -> Result<(), Error> {
+    match result {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(classify(e)),
+    }
+}
+
 /// The one classification: what trying again cannot fix is fatal.
 fn classify(error: object_store::Error) -> Error {
     use object_store::Error as E;
@@ -322,7 +420,7 @@ fn classify(error: object_store::Error) -> Error {
         | E::AlreadyExists { .. }
         | E::Precondition { .. }
         | E::NotModified { .. }
-        | E::NotImplemented
+        | E::NotImplemented { .. }
         | E::PermissionDenied { .. }
         | E::Unauthenticated { .. }
         | E::UnknownConfigurationKey { .. } => Error::fatal(error.to_string()),
@@ -334,13 +432,18 @@ fn classify(error: object_store::Error) -> Error {
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
+    use object_store::multipart::MultipartStore;
     use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    use std::time::Duration;
     use tokio::time::Instant;
 
     /// A context with one bucket open on `store`, as `open` would leave it.
     fn open_on(store: Arc<dyn ObjectStore>, policy: OpPolicy) -> (ObjectStoreCtx, Resource<OpenBucket>) {
         let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), CallBudget::default(), Arc::default());
-        let bucket = ctx.table.push(OpenBucket { grant: "test".into(), store, policy }).unwrap();
+        let bucket = ctx
+            .table
+            .push(OpenBucket { grant: "test".into(), store: store.clone(), uploads: Uploads::Streaming(store), policy })
+            .unwrap();
         (ctx, Resource::new_borrow(bucket.rep()))
     }
 
@@ -383,24 +486,45 @@ mod tests {
         assert!(matches!(err, Error::Fatal(_)), "{err:?}");
     }
 
-    #[test]
-    fn grant_settings_are_checked_and_defaulted_from_one_table() {
-        let settings = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-        };
-        let grant = ObjectStoreGrant::from_settings("out", &settings(&[("url", "file:///data/out")])).unwrap();
-        assert_eq!(grant.policy, OpPolicy { timeout: Duration::from_millis(30_000), retries: 3 });
-        for (pairs, expected) in [
-            (vec![], "plugin.grant.object-store.out.url: Missing required configuration"),
-            (vec![("url", "file:///d"), ("retry", "1")], "plugin.grant.object-store.out.retry: unknown setting"),
-            (
-                vec![("url", "file:///d"), ("timeout.ms", "0")],
-                "plugin.grant.object-store.out.timeout.ms: Invalid value",
-            ),
-            (vec![("url", "s3://bucket/p")], "'s3' stores are not supported yet"),
-        ] {
-            let err = ObjectStoreGrant::from_settings("out", &settings(&pairs)).unwrap_err().to_string();
-            assert!(err.contains(expected), "{pairs:?}: {err}");
-        }
+    #[tokio::test]
+    async fn create_never_overwrites_and_uploads_appear_whole_on_complete() {
+        let policy = OpPolicy { timeout: Duration::from_secs(5), retries: 1 };
+        let memory = Arc::new(InMemory::new());
+        let root = Path::from("granted");
+        let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), CallBudget::default(), Arc::default());
+        let prefixed: Arc<dyn ObjectStore> =
+            Arc::new(object_store::prefix::PrefixStore::new(memory.clone(), root.clone()));
+        let uploads = Uploads::Resumable { store: memory.clone(), root };
+        let bucket = ctx.table.push(OpenBucket { grant: "t".into(), store: prefixed, uploads, policy }).unwrap();
+        let b = || Resource::<OpenBucket>::new_borrow(bucket.rep());
+
+        assert!(ctx.create(b(), "a.json".into(), b"first".to_vec()).await.unwrap().unwrap());
+        assert!(!ctx.create(b(), "a.json".into(), b"second".to_vec()).await.unwrap().unwrap());
+        assert_eq!(ctx.get(b(), "a.json".into()).await.unwrap().unwrap(), Some(b"first".to_vec()));
+
+        let upload = ctx.start_upload(b(), "big.json".into()).await.unwrap().unwrap();
+        let u = || Resource::<OpenUpload>::new_borrow(upload.rep());
+        let id = ctx.id(u()).await.unwrap();
+        ctx.put_part(u(), b"part one,".to_vec()).await.unwrap().unwrap();
+        ctx.put_part(u(), b"part two".to_vec()).await.unwrap().unwrap();
+        // Nothing shows before complete, and under the grant's root after.
+        assert_eq!(ctx.get(b(), "big.json".into()).await.unwrap().unwrap(), None);
+        ctx.complete(u()).await.unwrap().unwrap();
+        assert_eq!(ctx.get(b(), "big.json".into()).await.unwrap().unwrap(), Some(b"part one,part two".to_vec()));
+        assert!(memory.head(&Path::from("granted/big.json")).await.is_ok());
+        // The upload is over: another part is a fatal error.
+        assert!(matches!(ctx.put_part(u(), b"late".to_vec()).await.unwrap(), Err(Error::Fatal(_))));
+        assert!(!id.is_empty());
+
+        // An upload left open is aborted by its id, as a restarted task does.
+        let left = ctx.start_upload(b(), "left.json".into()).await.unwrap().unwrap();
+        let left_id = ctx.id(Resource::new_borrow(left.rep())).await.unwrap();
+        ctx.put_part(Resource::new_borrow(left.rep()), b"orphan".to_vec()).await.unwrap().unwrap();
+        ctx.abort_upload(b(), "left.json".into(), left_id.clone()).await.unwrap().unwrap();
+        let err = memory.put_part(&Path::from("granted/left.json"), &left_id, 1, b"x".to_vec().into()).await;
+        assert!(err.is_err(), "the upload is still open after abort-upload");
+        let bytes: u64 =
+            ctx.metrics.snapshot().iter().filter(|(k, _)| k.op == "upload-part").map(|(_, s)| s.bytes).sum();
+        assert_eq!(bytes, 17 + 6);
     }
 }
