@@ -8,7 +8,10 @@ scripts/build-plugins.sh
 if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
   python3 -m pip install -q 'confluent-kafka==2.16.1'
 fi
+# The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
+# unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
+python3 -c 'import moto.server, boto3' 2>/dev/null || python3 -m pip install -q 'moto[server]==5.2.5'
 # The REST API's fuzz test runs schemathesis against the OpenAPI document.
 python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
 export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
-cargo test --release -p spillway -p spillway-sdk
+cargo test --release -p spillway -p spillway-sdk -p s3-sink

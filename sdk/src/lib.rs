@@ -44,11 +44,15 @@
 //! capabilities it calls, and needs grants for just those. Every capability
 //! fails with the same [`TaskError`] (retriable or fatal), so `?` passes its
 //! error on from `put`. Clocks and `getrandom` are real.
+//!
+//! [`data`] reads record values as Kafka Connect data: a schema'd JSON
+//! envelope or plain JSON with an inferred schema.
 
 // The generated bindings name this crate by its public path, also from inside.
 extern crate self as spillway_sdk;
 
 mod config;
+pub mod data;
 pub mod log;
 pub mod object_store;
 

@@ -73,7 +73,7 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         // Stop our producer before its broker, or it retries forever.
-        producers().lock().unwrap().remove(&self.bootstrap);
+        producers().lock().unwrap().retain(|key, _| !key.starts_with(&self.bootstrap));
         if let Some(mut child) = self.child.take() {
             child.kill().ok();
             child.wait().ok();
@@ -102,12 +102,21 @@ fn producers() -> &'static Mutex<HashMap<String, FutureProducer>> {
 /// closing any connection destroys every share session on the broker, so a
 /// producer per call would knock consumers out mid-test.
 fn producer(bootstrap: &str) -> FutureProducer {
+    producer_with(bootstrap, "none")
+}
+
+fn producer_with(bootstrap: &str, compression: &str) -> FutureProducer {
     producers()
         .lock()
         .unwrap()
-        .entry(bootstrap.to_string())
+        .entry(format!("{bootstrap}#{compression}"))
         .or_insert_with(|| {
-            ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "5").create().expect("producer")
+            ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("linger.ms", "5")
+                .set("compression.type", compression)
+                .create()
+                .expect("producer")
         })
         .clone()
 }
@@ -138,6 +147,44 @@ pub async fn produce_to(bootstrap: &str, topic: &str, partition: Option<i32>, n:
     });
     futures::future::join_all(sends).await;
     keys
+}
+
+/// One record to produce, as a test spells it.
+pub struct Produce {
+    pub partition: Option<i32>,
+    pub key: String,
+    pub value: Vec<u8>,
+    /// Milliseconds since the epoch; none for the producer's clock.
+    pub timestamp: Option<i64>,
+}
+
+/// Produces `records` and waits until the broker has each.
+pub async fn produce_records(bootstrap: &str, topic: &str, records: &[Produce]) {
+    produce_with(producer(bootstrap), topic, records).await
+}
+
+/// Like [`produce_records`], compressed (lz4): the mock broker keeps about
+/// 5 MB of each partition's log, counted compressed, so tests that need more
+/// data in one partition send records that compress well.
+pub async fn produce_compressed(bootstrap: &str, topic: &str, records: &[Produce]) {
+    produce_with(producer_with(bootstrap, "lz4"), topic, records).await
+}
+
+async fn produce_with(producer: FutureProducer, topic: &str, records: &[Produce]) {
+    let sends = records.iter().map(|r| {
+        let producer = producer.clone();
+        async move {
+            let mut record = FutureRecord::to(topic).key(r.key.as_str()).payload(r.value.as_slice());
+            record.partition = r.partition;
+            record.timestamp = r.timestamp;
+            producer
+                .send(record, Duration::from_secs(30))
+                .await
+                .map_err(|(e, _)| e)
+                .unwrap_or_else(|e| panic!("producing {}: {e}", r.key));
+        }
+    });
+    futures::future::join_all(sends).await;
 }
 
 /// Checks that every expected key arrived exactly once and nothing else did;
@@ -198,4 +245,109 @@ pub fn file_sink_keys(dir: &std::path::Path, prefix: &str) -> Vec<String> {
         }
     }
     keys
+}
+
+/// Environment variable naming an external S3-compatible server's endpoint
+/// (its keys in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`).
+pub const S3_ENDPOINT_ENV: &str = "SPILLWAY_TEST_S3_ENDPOINT";
+
+/// An S3-compatible server to run against: the one in
+/// `SPILLWAY_TEST_S3_ENDPOINT`, or moto (`tests/support/s3-server.py`),
+/// started once per test binary and shared by its tests (each uses buckets
+/// of its own). moto ends with the test binary: it exits when its stdin,
+/// held here, closes.
+pub struct S3Server {
+    pub endpoint: String,
+    pub access_key: String,
+    pub secret_key: String,
+    _moto: Option<Mutex<Child>>,
+}
+
+pub fn s3_server() -> &'static S3Server {
+    static SERVER: OnceLock<S3Server> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let key = |name: &str| std::env::var(name).unwrap_or_else(|_| "test".to_string());
+        let (access_key, secret_key) = (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY"));
+        if let Ok(endpoint) = std::env::var(S3_ENDPOINT_ENV) {
+            println!("s3: external server at {endpoint} (${S3_ENDPOINT_ENV})");
+            return S3Server { endpoint, access_key, secret_key, _moto: None };
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("endpoint");
+        let script = support_dir().join("s3-server.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg("serve")
+            .arg(&file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", script.display()));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let endpoint = loop {
+            if let Ok(s) = std::fs::read_to_string(&file) {
+                break s.trim().to_string();
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("s3-server.py exited early ({status}): is moto installed? pip install 'moto[server]'");
+            }
+            assert!(Instant::now() < deadline, "s3-server.py wrote no endpoint");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        println!("s3: moto at {endpoint}");
+        S3Server { endpoint, access_key, secret_key, _moto: Some(Mutex::new(child)) }
+    })
+}
+
+impl S3Server {
+    /// Creates a bucket no other test uses, and answers its name.
+    pub fn new_bucket(&self, prefix: &str) -> String {
+        let name = format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        self.script(&["create-bucket", &self.endpoint, &name]);
+        name
+    }
+
+    /// The keys of the bucket's multipart uploads in progress.
+    pub fn uploads_in_progress(&self, bucket: &str) -> Vec<String> {
+        self.script(&["list-uploads", &self.endpoint, bucket]).lines().map(str::to_string).collect()
+    }
+
+    fn script(&self, args: &[&str]) -> String {
+        let out = Command::new("python3")
+            .arg(support_dir().join("s3-server.py"))
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &self.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret_key)
+            .output()
+            .expect("running s3-server.py");
+        assert!(out.status.success(), "s3-server.py {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A connector's grant `plugin.grant.object-store.<grant>.*` of
+    /// `s3://<bucket>/<prefix>` on this server.
+    pub fn grant(&self, grant: &str, bucket: &str, prefix: &str) -> Vec<(String, String)> {
+        let key = |setting: &str| format!("plugin.grant.object-store.{grant}.{setting}");
+        vec![
+            (key("url"), format!("s3://{bucket}/{prefix}")),
+            (key("endpoint"), self.endpoint.clone()),
+            (key("access.key.id"), self.access_key.clone()),
+            (key("secret.access.key"), self.secret_key.clone()),
+        ]
+    }
+
+    /// The bucket as the test reads it back, bypassing Spillway.
+    pub fn bucket(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id(&self.access_key)
+            .with_secret_access_key(&self.secret_key)
+            .build()
+            .expect("an S3 client")
+    }
 }
