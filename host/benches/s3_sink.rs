@@ -7,9 +7,12 @@
 //! Runs against `SPILLWAY_TEST_S3_ENDPOINT` or moto, which it starts. Records
 //! are 1 KB JSON objects, put in batches of 500 and closed into objects of
 //! 5,000 records. The baseline uploads the objects the plugin wrote, read
-//! back, so it carries the same bytes with no encoding; the plugin's
-//! encoding cost is reported apart, from the same run into a local
-//! directory.
+//! back, so it carries the same bytes with no encoding. The plugin's
+//! encoding cost is measured apart, by the same run into a directory in
+//! memory (`/dev/shm` where there is one), and two ratios are printed: end
+//! to end (encoding included, against an upload with none), and of the
+//! transport alone (the plugin's time less its encoding, against the
+//! upload), which is the host's and the capability's own cost.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -66,7 +69,8 @@ async fn bench() {
             direct.push(started.elapsed());
 
             // The plugin's encoding and the host's calls, with no network.
-            let dir = tempfile::tempdir().unwrap();
+            let shm = std::path::Path::new("/dev/shm");
+            let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
             let grant =
                 vec![("plugin.grant.object-store.s3.url".to_string(), format!("file://{}", dir.path().display()))];
             local.push(run_plugin(&runtime, &plugin, &grant, format, &batches).await);
@@ -81,10 +85,12 @@ async fn bench() {
             "  object_store directly:   {:>8.1} ms  {direct_mb:>7.1} MB/s  (same objects, no encoding)",
             ms(direct)
         );
-        println!("  encoding and calls alone (local directory): {:>8.1} ms", ms(local));
+        let transport = through.saturating_sub(local).max(Duration::from_micros(1));
+        println!("  encoding (plugin into memory):  {:>8.1} ms", ms(local));
+        println!("  ratio end to end (plugin rate / direct rate, encoding included): {:.2}", ratio(direct, through));
         println!(
-            "  ratio (plugin rate / direct rate): {:.2} (target >= 0.80)",
-            direct.as_secs_f64() / through.as_secs_f64()
+            "  ratio of the transport (direct / (plugin - encoding)): {:.2} (target >= 0.80)",
+            ratio(direct, transport)
         );
     }
 }
@@ -138,6 +144,10 @@ fn record(i: usize) -> SinkRecord {
         delivery_count: 1,
         lock_deadline: None,
     }
+}
+
+fn ratio(baseline: Duration, measured: Duration) -> f64 {
+    baseline.as_secs_f64() / measured.as_secs_f64()
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {

@@ -701,3 +701,59 @@ async fn a_connector_cannot_reach_outside_its_bucket_and_prefix() {
     let other_objects: Vec<_> = s3.bucket(&other).list(None).try_collect().await.unwrap();
     assert_eq!(other_objects.len(), 1);
 }
+
+/// Against a server that checks credentials (moto's IAM mode): a wrong
+/// secret or an unknown key fails the start with a fatal error that names
+/// the grant and where it points, never the secret; the right key works.
+#[tokio::test]
+async fn wrong_credentials_fail_the_start_clearly_and_the_right_ones_work() {
+    let s3 = S3Server::with_credentials_checked();
+    let bucket = s3.new_bucket("creds");
+    let runtime = test_runtime();
+    let plugin = runtime.load_file(&plugin_dir().join("object-sink.wasm")).await.unwrap();
+    let start = |access_key: String, secret: String| {
+        let (runtime, plugin, s3, bucket) = (&runtime, &plugin, &s3, &bucket);
+        async move {
+            let mut grant = s3.grant("out", bucket, "p");
+            for (key, value) in &mut grant {
+                if key.ends_with(".access.key.id") {
+                    *value = access_key.clone();
+                } else if key.ends_with(".secret.access.key") {
+                    *value = secret.clone();
+                }
+            }
+            let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+            let mut sink = runtime.instantiate(plugin, "test", &grants, &Limits::default()).await.unwrap();
+            sink.start(&[("bucket".into(), "out".into())]).await.map(|()| sink)
+        }
+    };
+    for (access_key, secret) in
+        [(s3.access_key.clone(), "not-the-secret".to_string()), ("AKIANOBODYKNOWS".to_string(), s3.secret_key.clone())]
+    {
+        let err = start(access_key.clone(), secret.clone()).await.err().expect("a wrong key was accepted");
+        let message = err.to_string();
+        assert!(matches!(&err, PluginError::Task(TaskError::Fatal(_))), "{access_key}: {err:?}");
+        assert!(
+            message.contains(&format!("object-store grant 'out' (s3://{bucket}/p at {})", s3.endpoint)),
+            "{message}"
+        );
+        assert!(!message.contains(&secret), "the secret shows: {message}");
+        println!("{access_key}: {message}");
+    }
+    let mut sink = start(s3.access_key.clone(), s3.secret_key.clone()).await.unwrap();
+    let record = SinkRecord {
+        id: 0,
+        topic: "t".into(),
+        partition: 0,
+        offset: 7,
+        timestamp: 0,
+        timestamp_type: TimestampType::CreateTime,
+        key: None,
+        value: Some(b"v".to_vec()),
+        headers: Vec::new(),
+        delivery_count: 1,
+        lock_deadline: None,
+    };
+    let report = sink.put(&[record]).await.unwrap();
+    assert!(matches!(report.outcomes[..], [Outcome::Accept]), "{report:?}");
+}

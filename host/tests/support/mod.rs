@@ -272,12 +272,26 @@ pub fn s3_server() -> &'static S3Server {
             println!("s3: external server at {endpoint} (${S3_ENDPOINT_ENV})");
             return S3Server { endpoint, access_key, secret_key, _moto: None };
         }
+        let mut moto = S3Server::start_moto("serve");
+        (moto.access_key, moto.secret_key) = (access_key, secret_key);
+        moto
+    })
+}
+
+impl S3Server {
+    /// A moto of its own that refuses every key but the one it answers
+    /// (`access_key`, `secret_key`); it stops when dropped.
+    pub fn with_credentials_checked() -> S3Server {
+        S3Server::start_moto("serve-with-auth")
+    }
+
+    fn start_moto(mode: &str) -> S3Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("endpoint");
         let script = support_dir().join("s3-server.py");
         let mut child = Command::new("python3")
             .arg(&script)
-            .arg("serve")
+            .arg(mode)
             .arg(&file)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -285,9 +299,9 @@ pub fn s3_server() -> &'static S3Server {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", script.display()));
         let deadline = Instant::now() + Duration::from_secs(60);
-        let endpoint = loop {
+        let written = loop {
             if let Ok(s) = std::fs::read_to_string(&file) {
-                break s.trim().to_string();
+                break s;
             }
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("s3-server.py exited early ({status}): is moto installed? pip install 'moto[server]'");
@@ -295,12 +309,14 @@ pub fn s3_server() -> &'static S3Server {
             assert!(Instant::now() < deadline, "s3-server.py wrote no endpoint");
             std::thread::sleep(Duration::from_millis(50));
         };
-        println!("s3: moto at {endpoint}");
+        let mut lines = written.lines().map(str::to_string);
+        let endpoint = lines.next().expect("an endpoint");
+        let access_key = lines.next().unwrap_or_else(|| "test".into());
+        let secret_key = lines.next().unwrap_or_else(|| "test".into());
+        println!("s3: moto ({mode}) at {endpoint}");
         S3Server { endpoint, access_key, secret_key, _moto: Some(Mutex::new(child)) }
-    })
-}
+    }
 
-impl S3Server {
     /// Creates a bucket no other test uses, and answers its name.
     pub fn new_bucket(&self, prefix: &str) -> String {
         let name = format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -349,5 +365,15 @@ impl S3Server {
             .with_secret_access_key(&self.secret_key)
             .build()
             .expect("an S3 client")
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        if let Some(moto) = self._moto.take() {
+            let mut child = moto.into_inner().unwrap();
+            child.kill().ok();
+            child.wait().ok();
+        }
     }
 }

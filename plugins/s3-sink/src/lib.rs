@@ -45,6 +45,14 @@ pub struct S3Sink {
     tokens: u64,
 }
 
+/// A value that can be a JSON line as it is: valid JSON on one line, and
+/// not a Connect envelope (whose payload is what gets written).
+fn is_plain_line(bytes: &[u8]) -> bool {
+    !bytes.contains(&b'\n')
+        && !bytes.windows(8).any(|w| w == b"\"schema\"")
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
 /// A random token for object names, so that names stay unique across tasks
 /// sharing a partition and across restarts (std's hasher keys come from the
 /// system's entropy).
@@ -348,6 +356,13 @@ impl S3Sink {
                     false => None,
                 };
                 (Item::Line([bytes.as_slice(), &s.separator].concat()), data)
+            }
+            Some(bytes)
+                if s.format == FormatKind::Json && inserts.is_empty() && !needs_value && is_plain_line(bytes) =>
+            {
+                // Nothing to add or read: the value goes as it came, once
+                // known to be JSON (the common case, and the fast one).
+                (Item::Line([bytes.as_slice(), b"\n"].concat()), None)
             }
             Some(bytes) if s.format == FormatKind::Json => {
                 let json = parse_json(bytes)?;

@@ -145,10 +145,11 @@ fn json_lines_in_every_compression() {
             ("topics/orders/partition=0", "orders+0+0000000001+3", ext)
         );
         let lines = text_lines(&decompress(settings(&[("compression.type", compression)]).compression, &bytes));
-        // An envelope is written as its payload, as JsonConverter without schemas writes it.
+        // An envelope is written as its payload, as JsonConverter without
+        // schemas writes it; other values as they came.
         assert_eq!(
             lines,
-            [r#"{"id":1,"name":"a"}"#, r#"{"id":2}"#, r#""just text""#, r#"[1,"mixed"]"#],
+            [r#"{"id": 1, "name": "a"}"#, r#"{"id":2}"#, r#""just text""#, r#"[1, "mixed"]"#],
             "{compression}"
         );
     }
@@ -659,8 +660,9 @@ fn small_parts(pairs: &[(&str, &str)], part_size: usize) -> Settings {
     s
 }
 
+/// A compact JSON line: written as it comes, so its size is the object's.
 fn line(i: i64) -> String {
-    format!("{{\"n\": {i}, \"pad\": \"{}\"}}", "x".repeat(90))
+    format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(90))
 }
 
 #[test]

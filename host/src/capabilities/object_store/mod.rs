@@ -401,6 +401,14 @@ fn meta_of(meta: object_store::ObjectMeta) -> ObjectMeta {
     }
 }
 
+/// The HTTP status in an S3 client error's message. `object_store` maps a
+/// status to its own error kinds on some requests (get, head, put) and not
+/// on others (list, multipart), where only the message carries it.
+fn http_status(message: &str) -> Option<u16> {
+    let (_, rest) = message.split_once("status code: ")?;
+    rest.get(..3)?.parse().ok()
+}
+
 /// Deleting what is not there is done.
 fn not_found_is_ok(result: object_store::Result<()>) -> Result<(), Error> {
     match result {
@@ -413,7 +421,16 @@ fn not_found_is_ok(result: object_store::Result<()>) -> Result<(), Error> {
 fn classify(error: object_store::Error) -> Error {
     use object_store::Error as E;
     match error {
-        E::Generic { .. } | E::JoinError { .. } => Error::retriable(error.to_string()),
+        E::Generic { .. } => match http_status(&error.to_string()) {
+            // Refused credentials, a missing bucket, a malformed request:
+            // the same request fails the same way. Throttling and timeouts
+            // do not.
+            Some(status) if (400..500).contains(&status) && status != 408 && status != 429 => {
+                Error::fatal(error.to_string())
+            }
+            _ => Error::retriable(error.to_string()),
+        },
+        E::JoinError { .. } => Error::retriable(error.to_string()),
         E::NotFound { .. }
         | E::InvalidPath { .. }
         | E::NotSupported { .. }
@@ -484,6 +501,25 @@ mod tests {
         // A path that could reach past the prefix never reaches the store.
         let err = ctx.put(b(), "../x".into(), b"x".to_vec()).await.unwrap().unwrap_err();
         assert!(matches!(err, Error::Fatal(_)), "{err:?}");
+    }
+
+    #[test]
+    fn http_refusals_are_fatal_and_throttling_is_not() {
+        let generic = |status: &str| object_store::Error::Generic {
+            store: "S3",
+            source: format!("Error performing list request: Server returned non-2xx status code: {status}: <Error/>")
+                .into(),
+        };
+        for (status, retriable) in [
+            ("403 Forbidden", false),
+            ("404 Not Found", false),
+            ("429 Too Many Requests", true),
+            ("503 Slow Down", true),
+        ] {
+            assert_eq!(classify(generic(status)).is_retriable(), retriable, "{status}");
+        }
+        let no_status = object_store::Error::Generic { store: "S3", source: "connection refused".into() };
+        assert!(classify(no_status).is_retriable());
     }
 
     #[tokio::test]
