@@ -14,3 +14,4 @@ pub mod kafka;
 pub mod rest;
 pub mod runtime;
 pub mod task;
+pub mod tls;

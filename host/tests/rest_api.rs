@@ -80,7 +80,10 @@ impl Host {
         Host {
             url: format!("http://{addr}"),
             herder,
-            http: reqwest::Client::new(),
+            http: {
+                spillway::tls::install_crypto_provider();
+                reqwest::Client::new()
+            },
             stop: Some(stop),
             server: Some(server),
             log_handle,
@@ -264,7 +267,7 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200);
     let mut names: Vec<&str> = plugins.as_array().unwrap().iter().map(|p| p["class"].as_str().unwrap()).collect();
     names.sort();
-    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink"]);
+    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink", "s3-sink"]);
     for p in plugins.as_array().unwrap() {
         assert_eq!(p["type"], "sink");
         assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
@@ -274,6 +277,16 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200);
     let topics = keys.as_array().unwrap().iter().find(|k| k["name"] == "topics").expect("a topics key");
     assert_eq!(topics["required"], true);
+    // A plugin's own keys, beside the host's: the S3 sink's, and the
+    // secret of its grant.
+    let (status, keys) = host.get("/connector-plugins/s3-sink/config").await;
+    assert_eq!(status, 200);
+    let key = |name: &str| keys.as_array().unwrap().iter().find(|k| k["name"] == name).cloned();
+    let part_size = key("s3.part.size").expect("s3.part.size");
+    assert_eq!(part_size["default_value"], "26214400", "{part_size}");
+    assert!(key("rotate.schedule.interval.ms").is_some() && key("behavior.on.null.values").is_some());
+    let secret = key("plugin.grant.object-store.<name>.secret.access.key").expect("the grant's secret");
+    assert_eq!(secret["type"], "PASSWORD");
     let (status, body) = host.get("/connector-plugins/no-such-plugin/config").await;
     assert!(assert_error(status, &body, 404).contains("no-such-plugin"));
 
@@ -954,7 +967,7 @@ async fn cli_commands_against_a_live_server() {
     let rows: Vec<&str> = table.lines().collect();
     // Columns as wide as their longest value: "object-sink".
     assert!(rows[0].starts_with("PLUGIN       TYPE  VERSION  DIGEST"), "{table}");
-    assert_eq!(rows.len(), 5, "{table}");
+    assert_eq!(rows.len(), 6, "{table}");
     assert!(rows[1].starts_with("file-sink    sink  ") && rows[1].contains("sha256:"), "{table}");
 
     assert_eq!(connectors(&url, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");

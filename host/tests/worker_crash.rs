@@ -46,6 +46,7 @@ impl Worker {
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        spillway::tls::install_crypto_provider();
         let response =
             reqwest::Client::new().request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
         let status = response.status();

@@ -26,6 +26,7 @@ impl Answer {
 
 impl Client {
     pub fn new(base: &str) -> Result<Self> {
+        crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder().build().context("building the HTTP client")?;
         Ok(Client { base: base.trim_end_matches('/').to_string(), http })
     }

@@ -355,7 +355,7 @@ impl S3Server {
 
     /// The bucket as the test reads it back, bypassing Spillway.
     pub fn bucket(&self, bucket: &str) -> object_store::aws::AmazonS3 {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        spillway::tls::install_crypto_provider();
         object_store::aws::AmazonS3Builder::new()
             .with_endpoint(&self.endpoint)
             .with_allow_http(true)

@@ -194,7 +194,7 @@ impl ObjectStoreGrant {
                         .with_allow_http(endpoint.starts_with("http://"))
                         .with_virtual_hosted_style_request(false);
                 }
-                install_crypto_provider();
+                crate::tls::install_crypto_provider();
                 let s3: Arc<AmazonS3> = Arc::new(builder.build()?);
                 let root = Path::from(prefix.as_str());
                 let store: Arc<dyn ObjectStore> = Arc::new(PrefixStore::new(s3.clone(), root.clone()));
@@ -202,15 +202,6 @@ impl ObjectStoreGrant {
             }
         }
     }
-}
-
-/// TLS to the store goes through rustls with `ring`, installed once as the
-/// process's provider (one crypto library in the build, not two).
-fn install_crypto_provider() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 #[cfg(test)]
