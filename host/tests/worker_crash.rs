@@ -37,6 +37,8 @@ impl Worker {
             .spawn()
             .expect("starting spillway serve");
         let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
+        // reqwest builds its clients with TLS, which needs the provider.
+        spillway::tls::install_crypto_provider();
         let deadline = Instant::now() + PATIENCE;
         while reqwest::get(&worker.url).await.is_err() {
             assert!(Instant::now() < deadline, "the worker never answered");
@@ -46,7 +48,6 @@ impl Worker {
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
-        spillway::tls::install_crypto_provider();
         let response =
             reqwest::Client::new().request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
         let status = response.status();
