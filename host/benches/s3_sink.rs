@@ -9,10 +9,11 @@
 //! 5,000 records. The baseline uploads the objects the plugin wrote, read
 //! back, so it carries the same bytes with no encoding. The plugin's
 //! encoding cost is measured apart, by the same run into a directory in
-//! memory (`/dev/shm` where there is one), and two ratios are printed: end
-//! to end (encoding included, against an upload with none), and of the
-//! transport alone (the plugin's time less its encoding, against the
-//! upload), which is the host's and the capability's own cost.
+//! memory (`/dev/shm` where there is one). The plugin uploads an object
+//! while it encodes the next, so its time tends to the slower of the two;
+//! the bound that sets is printed beside the ratio. `bytes` writes values
+//! as they come (no parsing), `json` checks each is JSON, `parquet` builds
+//! columns.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -47,7 +48,7 @@ async fn bench() {
         (0..RECORDS / BATCH).map(|b| (b * BATCH..(b + 1) * BATCH).map(record).collect()).collect();
     let megabytes = batches.iter().flatten().map(|r| r.value.as_ref().unwrap().len()).sum::<usize>() as f64 / 1e6;
 
-    for format in ["json", "parquet"] {
+    for format in ["json", "bytes", "parquet"] {
         let (mut through, mut direct, mut local) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..ROUNDS {
             // Through the plugin into S3.
@@ -85,13 +86,11 @@ async fn bench() {
             "  object_store directly:   {:>8.1} ms  {direct_mb:>7.1} MB/s  (same objects, no encoding)",
             ms(direct)
         );
-        let transport = through.saturating_sub(local).max(Duration::from_micros(1));
-        println!("  encoding (plugin into memory):  {:>8.1} ms", ms(local));
-        println!("  ratio end to end (plugin rate / direct rate, encoding included): {:.2}", ratio(direct, through));
-        println!(
-            "  ratio of the transport (direct / (plugin - encoding)): {:.2} (target >= 0.80)",
-            ratio(direct, transport)
-        );
+        println!("  encoding alone (plugin into memory): {:>8.1} ms", ms(local));
+        println!("  ratio (plugin rate / direct rate): {:.2} (target >= 0.80)", ratio(direct, through));
+        // Uploads overlap the next object's encoding; the slower of the two
+        // bounds the plugin.
+        println!("  bound with encoding and upload overlapped: {:.2}", ratio(direct, direct.max(local)));
     }
 }
 

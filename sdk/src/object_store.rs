@@ -10,4 +10,4 @@
 //! A plugin that calls nothing here does not import the capability and
 //! needs no grant for it.
 
-pub use crate::__private::bindings::spillway::object_store::buckets::{Bucket, ObjectMeta, Upload};
+pub use crate::__private::bindings::spillway::object_store::buckets::{Bucket, ObjectMeta, PendingWrite, Upload};

@@ -28,12 +28,20 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use storage::{BucketStore, Store};
 
+/// Closed objects whose `create`s may go on in the host while the sink
+/// encodes the next: encoding and uploading overlap, and the memory they
+/// hold stays within the task's bound (they count in it).
+const WRITES_AHEAD: usize = 2;
+
 pub struct S3Sink {
     settings: Settings,
     store: Box<dyn Store>,
     clock: Box<dyn Fn() -> i64>,
     marker_dir: String,
     open: HashMap<ObjectKey, Object>,
+    /// Closed objects being written, their `create`s going on in the host
+    /// while the sink encodes on; their records stay held until written.
+    writing: Vec<Object>,
     /// Closed objects whose write failed (retriably): written again on the
     /// next put or flush; their records stay held until then.
     closing: Vec<Object>,
@@ -97,6 +105,7 @@ impl Sink for S3Sink {
     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
         let now = (self.clock)();
         self.store_failing = false;
+        self.poll_writes(|_| false)?;
         self.retry_closing()?;
         self.rotate_scheduled(now)?;
         let mut outcomes = Vec::with_capacity(batch.len());
@@ -105,6 +114,7 @@ impl Sink for S3Sink {
             in_batch.insert(record.id, outcomes.len());
             outcomes.push(self.put_record(record, now)?);
         }
+        self.poll_writes(|_| false)?;
         // Records of this batch already written are accepted outright.
         let mut settled = Vec::new();
         for settlement in self.settled.drain(..) {
@@ -131,7 +141,8 @@ impl Sink for S3Sink {
         for key in keys {
             self.close_object(&key)?;
         }
-        if self.closing.iter().any(holds) {
+        self.poll_writes(&holds)?;
+        if self.closing.iter().chain(&self.writing).any(holds) {
             // Settlements made so far wait for the next call.
             let error = self.last_error.clone().unwrap_or_else(|| "writing failed".into());
             return Err(TaskError::Retriable(format!("objects could not be written yet: {error}")));
@@ -149,7 +160,10 @@ impl Sink for S3Sink {
         for object in self.open.values_mut().chain(self.closing.iter_mut()) {
             object.abort(&ctx);
         }
+        // Writes still going on end in the host; their records were never
+        // acknowledged, so they come again.
         self.open.clear();
+        self.writing.clear();
         self.closing.clear();
     }
 }
@@ -174,6 +188,7 @@ impl S3Sink {
             clock,
             marker_dir,
             open: HashMap::new(),
+            writing: Vec::new(),
             closing: Vec::new(),
             settled: Vec::new(),
             last_error: None,
@@ -188,7 +203,7 @@ impl S3Sink {
     }
 
     fn buffered(&self) -> usize {
-        self.open.values().chain(&self.closing).map(Object::buffered).sum()
+        self.open.values().chain(&self.writing).chain(&self.closing).map(Object::buffered).sum()
     }
 
     fn token(&mut self) -> String {
@@ -418,7 +433,28 @@ impl S3Sink {
         self.write_object(object)
     }
 
-    fn write_object(&mut self, mut object: Object) -> Result<(), TaskError> {
+    fn write_object(&mut self, object: Object) -> Result<(), TaskError> {
+        // Encoding runs ahead of the store by a few objects at most.
+        if self.writing.len() >= WRITES_AHEAD {
+            let oldest = self.writing.remove(0);
+            self.advance(oldest, true)?;
+        }
+        self.advance(object, false)
+    }
+
+    /// Writes of objects in `writing` that ended are settled; with `wait`
+    /// true for an object, its write is waited for.
+    fn poll_writes(&mut self, wait: impl Fn(&Object) -> bool) -> Result<(), TaskError> {
+        for object in std::mem::take(&mut self.writing) {
+            let wait = wait(&object);
+            self.advance(object, wait)?;
+        }
+        Ok(())
+    }
+
+    /// Takes a closed object's write one step: written (its records
+    /// settled), still going on (`writing`), or failed retriably (`closing`).
+    fn advance(&mut self, mut object: Object, wait: bool) -> Result<(), TaskError> {
         let ctx = Ctx {
             store: self.store.as_ref(),
             part_size: self.settings.part_size,
@@ -430,14 +466,22 @@ impl S3Sink {
             // One failure per call: each may have waited out a timeout.
             Err(TaskError::Retriable(self.last_error.clone().unwrap_or_default()))
         } else {
-            object.write(&ctx, || {
-                tokens += 1;
-                random_token(tokens)
-            })
+            object.write(
+                &ctx,
+                || {
+                    tokens += 1;
+                    random_token(tokens)
+                },
+                wait,
+            )
         };
         self.tokens = tokens;
         match result {
-            Ok(()) => {
+            Ok(false) => {
+                self.writing.push(object);
+                Ok(())
+            }
+            Ok(true) => {
                 spillway_sdk::log::debug(&format!("wrote {} ({} records)", object.name(), object.record_count()));
                 self.settled.extend(object.records.iter().map(|&id| Settlement { id, outcome: Outcome::Accept }));
                 Ok(())

@@ -4,7 +4,7 @@
 //! left, and the one write that makes an object durable.
 
 use crate::format::{Admit, Body, Item};
-use crate::storage::{MultipartUpload, Store};
+use crate::storage::{MultipartUpload, PendingWrite, Store};
 use spillway_sdk::TaskError;
 
 /// What the store calls need to know.
@@ -34,6 +34,8 @@ pub struct Stream {
     /// Encoded bytes not yet sent.
     out: Vec<u8>,
     upload: Option<Multipart>,
+    /// Its `create`, going on in the host while the sink works on.
+    pending: Option<Box<dyn PendingWrite>>,
     done: bool,
     /// A write of the whole object was tried and failed: if the object is
     /// there now, that write may have landed after all.
@@ -47,7 +49,7 @@ struct Multipart {
 
 impl Stream {
     pub fn new(suffix: String, body: Body) -> Stream {
-        Stream { suffix, body: Some(body), out: Vec::new(), upload: None, done: false, tried: false }
+        Stream { suffix, body: Some(body), out: Vec::new(), upload: None, pending: None, done: false, tried: false }
     }
 
     fn buffered(&self) -> usize {
@@ -98,10 +100,27 @@ impl Stream {
     }
 
     /// Writes a closed stream: the last part and `complete` for an upload,
-    /// else `create` in one request. `Ok(false)`: another object has the name.
-    fn write(&mut self, path: &str, ctx: &Ctx) -> Result<bool, TaskError> {
+    /// else `create` in one request, which goes on in the host: with `wait`
+    /// this waits for it, else it answers [`Progress::Going`] until it ended.
+    fn write(&mut self, path: &str, ctx: &Ctx, wait: bool) -> Result<Progress, TaskError> {
         if self.done {
-            return Ok(true);
+            return Ok(Progress::Written);
+        }
+        if self.upload.is_none() && self.pending.is_none() && !self.tried {
+            self.tried = true;
+            self.pending = Some(ctx.store.begin_create(path, &self.out)?);
+        }
+        if let Some(pending) = &mut self.pending {
+            let ended = if wait { Some(pending.wait()) } else { pending.ready() };
+            let Some(ended) = ended else { return Ok(Progress::Going) };
+            // Over, whatever the answer: a failure is retried with `create`,
+            // which finds the object if the write landed after all.
+            self.pending = None;
+            if ended? || ctx.store.get(path)?.as_deref() == Some(self.out.as_slice()) {
+                self.done = true;
+                return Ok(Progress::Written);
+            }
+            return Ok(Progress::Taken);
         }
         if let Some(multipart) = &mut self.upload {
             if !self.out.is_empty() {
@@ -116,19 +135,19 @@ impl Stream {
             }
             self.upload = None;
             self.done = true;
-            return Ok(true);
+            return Ok(Progress::Written);
         }
-        let tried = std::mem::replace(&mut self.tried, true);
+        // A retry after a failed write.
         if ctx.store.create(path, &self.out)? {
             self.done = true;
-            return Ok(true);
+            return Ok(Progress::Written);
         }
         // Our own earlier attempt may have landed before its answer was lost.
-        if tried && ctx.store.get(path)?.as_deref() == Some(self.out.as_slice()) {
+        if ctx.store.get(path)?.as_deref() == Some(self.out.as_slice()) {
             self.done = true;
-            return Ok(true);
+            return Ok(Progress::Written);
         }
-        Ok(false)
+        Ok(Progress::Taken)
     }
 
     fn abort(&mut self, ctx: &Ctx) {
@@ -139,6 +158,15 @@ impl Stream {
             }
         }
     }
+}
+
+/// Where a stream's write stands.
+enum Progress {
+    Written,
+    /// Going on in the host.
+    Going,
+    /// Another object has the name.
+    Taken,
 }
 
 /// An object: open (taking records), then closed (encoded whole, waiting
@@ -223,20 +251,31 @@ impl Object {
         self.streams.iter_mut().try_for_each(Stream::close)
     }
 
-    /// Writes every stream not yet written. A name taken by another object
-    /// (a clash of random tokens, or a leftover) gets a new token while no
-    /// stream has been written under the old one.
-    pub fn write(&mut self, ctx: &Ctx, mut new_token: impl FnMut() -> String) -> Result<(), TaskError> {
+    /// Writes every stream not yet written; true once all are. A stream's
+    /// `create` goes on in the host: without `wait` this starts or looks at
+    /// it and answers false while it goes on. A name taken by another
+    /// object (a clash of random tokens, or a leftover) gets a new token
+    /// while no stream has been written under the old one.
+    pub fn write(&mut self, ctx: &Ctx, mut new_token: impl FnMut() -> String, wait: bool) -> Result<bool, TaskError> {
         debug_assert!(self.closed);
         let mut renames = 0;
+        let mut all_written = true;
         let mut i = 0;
         while i < self.streams.len() {
             let path = self.path(&self.streams[i]);
-            if self.streams[i].write(&path, ctx)? {
-                i += 1;
-                continue;
+            match self.streams[i].write(&path, ctx, wait)? {
+                Progress::Written => {
+                    i += 1;
+                    continue;
+                }
+                Progress::Going => {
+                    all_written = false;
+                    i += 1;
+                    continue;
+                }
+                Progress::Taken => {}
             }
-            let untouched = self.streams.iter().all(|s| !s.done && s.upload.is_none());
+            let untouched = self.streams.iter().all(|s| !s.done && s.upload.is_none() && s.pending.is_none());
             if !untouched || renames == 3 {
                 return Err(TaskError::Fatal(format!("{path} exists, and this object's name cannot change now")));
             }
@@ -244,8 +283,10 @@ impl Object {
             let (head, _) = self.base.rsplit_once('-').expect("a base name ends with -<token>");
             self.base = format!("{head}-{}", new_token());
             self.streams.iter_mut().for_each(|s| s.tried = false);
+            // Start over: every stream goes under the new name.
+            (i, all_written) = (0, true);
         }
-        Ok(())
+        Ok(all_written)
     }
 
     /// Aborts the object's uploads in progress (a task stopping).

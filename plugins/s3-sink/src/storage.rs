@@ -3,7 +3,7 @@
 //! the host's imports cannot be called).
 
 use spillway_sdk::TaskError;
-use spillway_sdk::object_store::{Bucket, Upload};
+use spillway_sdk::object_store::{Bucket, PendingWrite as BucketWrite, Upload};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,6 +11,8 @@ use std::rc::Rc;
 pub trait Store {
     /// Writes an object only if none is at `path`; false when one is.
     fn create(&self, path: &str, data: &[u8]) -> Result<bool, TaskError>;
+    /// Starts a `create` that goes on while the sink works on.
+    fn begin_create(&self, path: &str, data: &[u8]) -> Result<Box<dyn PendingWrite>, TaskError>;
     fn get(&self, path: &str) -> Result<Option<Vec<u8>>, TaskError>;
     fn delete(&self, path: &str) -> Result<(), TaskError>;
     /// Paths of the objects under `prefix` (a directory).
@@ -18,6 +20,14 @@ pub trait Store {
     fn start_upload(&self, path: &str) -> Result<Box<dyn MultipartUpload>, TaskError>;
     /// Aborts an upload a previous instance left; an unknown id succeeds.
     fn abort_upload(&self, path: &str, id: &str) -> Result<(), TaskError>;
+}
+
+/// A `create` going on.
+pub trait PendingWrite {
+    /// How it ended, or none while it goes on.
+    fn ready(&mut self) -> Option<Result<bool, TaskError>>;
+    /// Waits for the end (as long as the call allows: past that, retriable).
+    fn wait(&mut self) -> Result<bool, TaskError>;
 }
 
 pub trait MultipartUpload {
@@ -34,6 +44,9 @@ impl Store for BucketStore {
     fn create(&self, path: &str, data: &[u8]) -> Result<bool, TaskError> {
         self.0.create(path, data)
     }
+    fn begin_create(&self, path: &str, data: &[u8]) -> Result<Box<dyn PendingWrite>, TaskError> {
+        Ok(Box::new(self.0.begin_create(path, data)?))
+    }
     fn get(&self, path: &str) -> Result<Option<Vec<u8>>, TaskError> {
         self.0.get(path)
     }
@@ -48,6 +61,15 @@ impl Store for BucketStore {
     }
     fn abort_upload(&self, path: &str, id: &str) -> Result<(), TaskError> {
         self.0.abort_upload(path, id)
+    }
+}
+
+impl PendingWrite for BucketWrite {
+    fn ready(&mut self) -> Option<Result<bool, TaskError>> {
+        BucketWrite::ready(self)
+    }
+    fn wait(&mut self) -> Result<bool, TaskError> {
+        BucketWrite::wait(self)
     }
 }
 
@@ -84,6 +106,9 @@ pub struct Memory {
     pub aborted: Vec<(String, String)>,
     /// While set, every write (create, part, complete, delete) fails with it.
     pub fail_writes: Option<TaskError>,
+    /// While set, a `begin_create` takes effect only when waited for, as a
+    /// slow store's would.
+    pub defer_writes: bool,
     /// Parts but the last smaller than this are refused, as S3 refuses them.
     pub min_part: usize,
     /// Requests that write, in order: `create path`, `part path`, ...
@@ -119,6 +144,14 @@ impl Store for MemoryStore {
         memory.objects.insert(path.to_string(), data.to_vec());
         Ok(true)
     }
+    fn begin_create(&self, path: &str, data: &[u8]) -> Result<Box<dyn PendingWrite>, TaskError> {
+        let (store, path, data) = (self.clone(), path.to_string(), data.to_vec());
+        let mut write = MemoryWrite { run: Some(Box::new(move || store.create(&path, &data))), ended: None };
+        if !self.0.borrow().defer_writes {
+            write.wait().ok();
+        }
+        Ok(Box::new(write))
+    }
     fn get(&self, path: &str) -> Result<Option<Vec<u8>>, TaskError> {
         Ok(self.0.borrow().objects.get(path).cloned())
     }
@@ -142,6 +175,38 @@ impl Store for MemoryStore {
         memory.uploads.remove(id);
         memory.aborted.push((path.to_string(), id.to_string()));
         Ok(())
+    }
+}
+
+/// A write that already ended, for stores that write at once.
+pub struct Ended(pub Result<bool, TaskError>);
+
+impl PendingWrite for Ended {
+    fn ready(&mut self) -> Option<Result<bool, TaskError>> {
+        Some(self.0.clone())
+    }
+    fn wait(&mut self) -> Result<bool, TaskError> {
+        self.0.clone()
+    }
+}
+
+type Create = Box<dyn FnOnce() -> Result<bool, TaskError>>;
+
+/// A memory `create` that runs at once, or (deferred) when waited for.
+struct MemoryWrite {
+    run: Option<Create>,
+    ended: Option<Result<bool, TaskError>>,
+}
+
+impl PendingWrite for MemoryWrite {
+    fn ready(&mut self) -> Option<Result<bool, TaskError>> {
+        self.ended.clone()
+    }
+    fn wait(&mut self) -> Result<bool, TaskError> {
+        if let Some(run) = self.run.take() {
+            self.ended = Some(run());
+        }
+        self.ended.clone().expect("ran above")
     }
 }
 

@@ -776,6 +776,47 @@ fn stop_aborts_uploads_in_progress() {
     assert_eq!((aborted, uploads, objects), (1, 0, 0));
 }
 
+/// A `create` goes on in the host while the sink encodes on: the records of
+/// an object are held until its write ended, at most two writes run ahead,
+/// and a flush waits for the writes holding what it names.
+#[test]
+fn writes_go_on_while_the_sink_encodes_and_settle_only_once_ended() {
+    let mut h = harness(&[("flush.size", "2")]);
+    h.store.inspect(|m| m.defer_writes = true);
+    let report = h.put(records(5, |i| format!("{i}")));
+    // Objects [1,2] and [3,4] closed; their writes go on; 5 is open.
+    assert!(report.outcomes.iter().all(is_hold), "{:?}", report.outcomes);
+    assert!(report.settled.is_empty() && h.objects().is_empty(), "settled before the write ended");
+    // A third object to write waits for the oldest of the two ahead.
+    let report = h.put(records(7, |i| format!("{i}")).split_off(5));
+    assert_eq!(kinds(&report.outcomes), ["hold", "hold"]);
+    assert_eq!(h.objects().len(), 1, "the oldest write was waited for");
+    assert_eq!(accepted(&report.settled), [1, 2]);
+    // A scoped flush waits for the write holding record 3, not the others.
+    let settled = accepted(&h.sink.flush(FlushScope::Records(vec![3])).unwrap());
+    assert_eq!(settled, [3, 4]);
+    assert_eq!(h.flush_all(), [5, 6, 7]);
+    assert_eq!(h.objects().len(), 4, "[1,2] [3,4] [5,6] [7]");
+}
+
+/// A write that failed in the host is retried, and an object its own lost
+/// answer landed is recognised rather than written twice.
+#[test]
+fn a_write_that_failed_in_the_host_is_retried_without_a_second_object() {
+    let mut h = harness(&[("flush.size", "2")]);
+    h.store.inspect(|m| {
+        m.defer_writes = true;
+        m.fail_writes = Some(TaskError::Retriable("connection reset".into()));
+    });
+    let report = h.put(records(2, |i| format!("{i}")));
+    assert!(report.outcomes.iter().all(is_hold));
+    let Err(TaskError::Retriable(message)) = h.sink.flush(FlushScope::All) else { panic!("settled a failed write") };
+    assert!(message.contains("connection reset"), "{message}");
+    h.store.inspect(|m| m.fail_writes = None);
+    assert_eq!(h.flush_all(), [1, 2]);
+    assert_eq!(h.objects().len(), 1);
+}
+
 #[test]
 fn a_retriable_write_failure_keeps_records_held_until_a_write_succeeds() {
     let mut h = harness(&[("flush.size", "2")]);
@@ -836,6 +877,9 @@ fn a_write_that_landed_before_its_answer_was_lost_is_not_written_twice() {
                 return Err(TaskError::Retriable("timeout".into()));
             }
             Ok(created)
+        }
+        fn begin_create(&self, path: &str, data: &[u8]) -> Result<Box<dyn storage::PendingWrite>, TaskError> {
+            Ok(Box::new(storage::Ended(self.create(path, data))))
         }
         fn get(&self, path: &str) -> Result<Option<Vec<u8>>, TaskError> {
             self.0.get(path)

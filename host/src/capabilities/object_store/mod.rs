@@ -10,6 +10,7 @@
 
 mod grant;
 mod upload;
+mod write;
 
 pub use grant::{Location, ObjectStoreGrant, setting_keys};
 
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use upload::{OpenUpload, Uploads};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use write::{PendingWrite, WRITES_IN_FLIGHT};
 
 pub const VERSION: &str = "0.1.1";
 const CAPABILITY: &str = "object-store";
@@ -35,11 +37,12 @@ pub mod bindings {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:object-store/buckets.bucket": super::OpenBucket,
             "spillway:object-store/buckets.upload": super::upload::OpenUpload,
+            "spillway:object-store/buckets.pending-write": super::write::PendingWrite,
         },
     });
 }
 
-use bindings::spillway::object_store::buckets::{Host, HostBucket, HostUpload, ObjectMeta};
+use bindings::spillway::object_store::buckets::{Host, HostBucket, HostPendingWrite, HostUpload, ObjectMeta};
 
 /// A bucket the plugin opened: the resource behind `bucket`.
 pub struct OpenBucket {
@@ -55,6 +58,8 @@ pub struct ObjectStoreCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
+    /// Room for writes going on in the host ([`WRITES_IN_FLIGHT`]).
+    writes: Arc<tokio::sync::Semaphore>,
 }
 
 impl ObjectStoreCtx {
@@ -63,7 +68,8 @@ impl ObjectStoreCtx {
         budget: CallBudget,
         metrics: Arc<CapabilityMetrics>,
     ) -> Self {
-        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics }
+        let writes = Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT));
+        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics, writes }
     }
 
     /// Runs one operation under `policy`: timeout, retries, metrics. The
@@ -189,27 +195,49 @@ impl HostBucket for ObjectStoreCtx {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
         let bytes = data.len() as u64;
         let payload = PutPayload::from(data);
-        let result = self
-            .on_bucket(&bucket, "create", |store| {
-                let (location, payload) = (location.clone(), payload.clone());
-                let options = PutOptions::from(PutMode::Create);
-                async move {
-                    match store.put_opts(&location, payload, options).await {
-                        Ok(_) => Ok(true),
-                        // A retry after a lost answer finds its own object:
-                        // an answer, not an error, either way.
-                        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                            Ok(false)
-                        }
-                        Err(e) => Err(classify(e)),
-                    }
-                }
-            })
-            .await?;
+        let result =
+            self.on_bucket(&bucket, "create", |store| create_once(store, location.clone(), payload.clone())).await?;
         if let Ok(true) = result {
             self.count_bytes("create", bytes);
         }
         Ok(result)
+    }
+
+    async fn begin_create(
+        &mut self,
+        bucket: Resource<OpenBucket>,
+        path: String,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<Resource<PendingWrite>, Error>> {
+        let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let open = self.table.get(&bucket)?;
+        let (store, policy) = (open.store.clone(), open.policy.clone());
+        // Room for one more write, waited for inside the call's time.
+        let room = self.writes.clone().acquire_owned();
+        let permit = match self.budget.until() {
+            Some(until) => match tokio::time::timeout_at(until, room).await {
+                Ok(permit) => permit,
+                Err(_) => {
+                    let message = format!("{WRITES_IN_FLIGHT} writes are still going on at the end of the plugin call");
+                    return Ok(Err(Error::retriable(message)));
+                }
+            },
+            None => room.await,
+        }
+        .expect("the semaphore is never closed");
+        let (metrics, bytes, payload) = (self.metrics.clone(), data.len() as u64, PutPayload::from(data));
+        // Outside any plugin call: the grant's own timeout bounds it.
+        let task = tokio::spawn(async move {
+            let budget = CallBudget::default();
+            let attempt = || create_once(store.clone(), location.clone(), payload.clone());
+            let result = op::run(&metrics, key("create"), &policy, &budget, attempt).await;
+            if let Ok(true) = result {
+                metrics.add_bytes(key("create"), bytes);
+            }
+            drop(permit);
+            result
+        });
+        Ok(Ok(self.table.push(PendingWrite::new(path, task))?))
     }
 
     async fn start_upload(
@@ -326,6 +354,23 @@ impl HostBucket for ObjectStoreCtx {
     }
 }
 
+impl HostPendingWrite for ObjectStoreCtx {
+    async fn ready(&mut self, write: Resource<PendingWrite>) -> wasmtime::Result<Option<Result<bool, Error>>> {
+        Ok(self.table.get_mut(&write)?.ready().await)
+    }
+
+    async fn wait(&mut self, write: Resource<PendingWrite>) -> wasmtime::Result<Result<bool, Error>> {
+        let until = self.budget.until();
+        Ok(self.table.get_mut(&write)?.wait(until).await)
+    }
+
+    async fn drop(&mut self, write: Resource<PendingWrite>) -> wasmtime::Result<()> {
+        // The write goes on; only the plugin's handle on it ends.
+        self.table.delete(write)?;
+        Ok(())
+    }
+}
+
 impl HostUpload for ObjectStoreCtx {
     async fn id(&mut self, upload: Resource<OpenUpload>) -> wasmtime::Result<String> {
         Ok(self.table.get(&upload)?.id().to_string())
@@ -407,6 +452,16 @@ fn meta_of(meta: object_store::ObjectMeta) -> ObjectMeta {
 fn http_status(message: &str) -> Option<u16> {
     let (_, rest) = message.split_once("status code: ")?;
     rest.get(..3)?.parse().ok()
+}
+
+/// Writes `payload` at `location` unless an object is there: false then. A
+/// retry after a lost answer finds its own object: an answer, not an error.
+async fn create_once(store: Arc<dyn ObjectStore>, location: Path, payload: PutPayload) -> Result<bool, Error> {
+    match store.put_opts(&location, payload, PutOptions::from(PutMode::Create)).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(false),
+        Err(e) => Err(classify(e)),
+    }
 }
 
 /// Deleting what is not there is done.
@@ -548,6 +603,15 @@ mod tests {
         ctx.complete(u()).await.unwrap().unwrap();
         assert_eq!(ctx.get(b(), "big.json".into()).await.unwrap().unwrap(), Some(b"part one,part two".to_vec()));
         assert!(memory.head(&Path::from("granted/big.json")).await.is_ok());
+        // A write that goes on in the host, then answers as create does.
+        let pending = ctx.begin_create(b(), "later.json".into(), b"later".to_vec()).await.unwrap().unwrap();
+        let p = || Resource::<PendingWrite>::new_borrow(pending.rep());
+        assert!(ctx.wait(p()).await.unwrap().unwrap());
+        assert_eq!(ctx.ready(p()).await.unwrap().map(|r| r.unwrap()), Some(true));
+        assert_eq!(ctx.get(b(), "later.json".into()).await.unwrap().unwrap(), Some(b"later".to_vec()));
+        let again = ctx.begin_create(b(), "later.json".into(), b"other".to_vec()).await.unwrap().unwrap();
+        assert!(!ctx.wait(Resource::new_borrow(again.rep())).await.unwrap().unwrap(), "create overwrote");
+
         // The upload is over: another part is a fatal error.
         assert!(matches!(ctx.put_part(u(), b"late".to_vec()).await.unwrap(), Err(Error::Fatal(_))));
         assert!(!id.is_empty());
