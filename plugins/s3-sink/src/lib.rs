@@ -141,7 +141,7 @@ impl Sink for S3Sink {
         for key in keys {
             self.close_object(&key)?;
         }
-        self.poll_writes(&holds)?;
+        self.poll_writes(holds)?;
         if self.closing.iter().chain(&self.writing).any(holds) {
             // Settlements made so far wait for the next call.
             let error = self.last_error.clone().unwrap_or_else(|| "writing failed".into());
