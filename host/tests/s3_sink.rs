@@ -13,41 +13,20 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{Value, json};
 use spillway::capabilities::Grants;
-use spillway::herder::{ConfigMap, Herder, State, WorkerConfig};
+use spillway::herder::{ConfigMap, State};
 use spillway::runtime::bindings::{FlushScope, Outcome, SinkRecord, TaskError, TimestampType};
-use spillway::runtime::{Limits, PluginError, Runtime};
+use spillway::runtime::{Limits, PluginError};
 use spillway::task::{self, ConnectorConfig, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::herder::{plugin_dir, start_herder, test_runtime, wait_running};
 use support::{
     Broker, Produce, S3Server, assert_each_exactly_once, assert_none_lost, produce_compressed, produce_records,
     s3_server, unique,
 };
 use tokio_util::sync::CancellationToken;
-
-fn plugin_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    assert!(dir.join("object-sink.wasm").exists(), "run scripts/build-plugins.sh first");
-    dir
-}
-
-fn test_runtime() -> Runtime {
-    Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap()
-}
-
-async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
-    let config = WorkerConfig {
-        worker_id: "127.0.0.1:0".into(),
-        bootstrap_servers: broker.bootstrap.clone(),
-        state_file: dir.join("state.json"),
-        plugin_dir: plugin_dir(),
-        defaults: WorkerDefaults::default(),
-    };
-    Herder::start(config, test_runtime()).await.unwrap()
-}
 
 /// An s3-sink connector on `topic` writing under `s3://<bucket>/<name>/`:
 /// its defaults, then `extra` over them.
@@ -70,23 +49,6 @@ fn s3_config(s3: &S3Server, name: &str, topic: &str, bucket: &str, extra: &[(&st
     config
 }
 
-async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = herder.status(name.into()).await.unwrap();
-        if status.tasks.len() == tasks && status.tasks.iter().all(|t| t.state == State::Running) {
-            break;
-        }
-        if let Some(failed) = status.tasks.iter().find(|t| t.state == State::Failed) {
-            panic!("{name}: task {} failed: {:?}", failed.id, failed.trace);
-        }
-        assert!(Instant::now() < deadline, "tasks never all ran: {status:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // A new share group starts at the latest offset: let each member fetch once.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-}
-
 /// `n` records whose values are JSON objects `{"id": <key>, "n": i, ...}`.
 fn json_records(topic: &str, n: usize, partition: Option<i32>) -> (Vec<String>, Vec<Produce>) {
     let keys: Vec<String> = (0..n).map(|i| format!("{topic}-{i}")).collect();
@@ -101,6 +63,39 @@ fn json_records(topic: &str, n: usize, partition: Option<i32>) -> (Vec<String>, 
         })
         .collect();
     (keys, records)
+}
+
+/// `n` records of about 1 KB, all in partition 0: `{"id": <key>, "padding": "xxx..."}`.
+fn padded_records(topic: &str, n: usize) -> (Vec<String>, Vec<Produce>) {
+    let padding = "x".repeat(1000);
+    let keys: Vec<String> = (0..n).map(|i| format!("{topic}-{i}")).collect();
+    let records = keys
+        .iter()
+        .map(|key| Produce {
+            partition: Some(0),
+            key: key.clone(),
+            value: json!({"id": key, "padding": padding}).to_string().into_bytes(),
+            timestamp: None,
+        })
+        .collect();
+    (keys, records)
+}
+
+/// A record as the host hands it to the plugin, for tests without Kafka.
+fn sink_record(id: u64, offset: i64, value: &[u8], lock_deadline: Option<i64>) -> SinkRecord {
+    SinkRecord {
+        id,
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        timestamp: 1_700_000_000_000,
+        timestamp_type: TimestampType::CreateTime,
+        key: None,
+        value: Some(value.to_vec()),
+        headers: Vec::new(),
+        delivery_count: if lock_deadline.is_some() { 2 } else { 1 },
+        lock_deadline,
+    }
 }
 
 /// Every object under `prefix`, with its bytes.
@@ -407,17 +402,7 @@ async fn an_object_larger_than_a_part_is_uploaded_in_parts() {
     let bucket = s3.bucket(&bucket_name);
     let topic = unique("multipart");
     let extra = [("consumer.override.group.protocol", "classic"), ("s3.part.size", "5242880"), ("flush.size", "6000")];
-    let padding = "x".repeat(1000);
-    let keys: Vec<String> = (0..6000).map(|i| format!("{topic}-{i}")).collect();
-    let records: Vec<Produce> = keys
-        .iter()
-        .map(|key| Produce {
-            partition: Some(0),
-            key: key.clone(),
-            value: json!({"id": key, "padding": padding}).to_string().into_bytes(),
-            timestamp: None,
-        })
-        .collect();
+    let (keys, records) = padded_records(&topic, 6000);
     // Compressed: the mock broker keeps about 5 MB of a partition's log.
     produce_compressed(&broker.bootstrap, &topic, &records).await;
     herder.create("multipart".into(), s3_config(s3, "multipart", &topic, &bucket_name, &extra), None).await.unwrap();
@@ -495,19 +480,7 @@ async fn tasks_writing_the_same_offsets_of_one_partition_never_overwrite_each_ot
     let grant = s3.grant("s3", &bucket_name, "clash");
     let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
     let batch: Vec<SinkRecord> = (0..100)
-        .map(|i| SinkRecord {
-            id: i,
-            topic: "t".into(),
-            partition: 0,
-            offset: 1000 + i as i64,
-            timestamp: 1_700_000_000_000,
-            timestamp_type: TimestampType::CreateTime,
-            key: None,
-            value: Some(json!({"id": format!("r{i}")}).to_string().into_bytes()),
-            headers: Vec::new(),
-            delivery_count: 2,
-            lock_deadline: Some(i64::MAX),
-        })
+        .map(|i| sink_record(i, 1000 + i as i64, json!({"id": format!("r{i}")}).to_string().as_bytes(), Some(i64::MAX)))
         .collect();
     for task in 0..8 {
         let mut sink = runtime.instantiate(&plugin, "test", &grants, &Limits::default()).await.unwrap();
@@ -564,17 +537,7 @@ async fn a_task_killed_with_records_buffered_loses_none_and_its_upload_is_aborte
         let runtime = &runtime;
         async move { (tokio::spawn(task::start(runtime, spec).await.unwrap().run(stop)), metrics) }
     };
-    let padding = "x".repeat(1000);
-    let keys: Vec<String> = (0..7000).map(|i| format!("{topic}-{i}")).collect();
-    let records: Vec<Produce> = keys
-        .iter()
-        .map(|key| Produce {
-            partition: Some(0),
-            key: key.clone(),
-            value: json!({"id": key, "padding": padding}).to_string().into_bytes(),
-            timestamp: None,
-        })
-        .collect();
+    let (keys, records) = padded_records(&topic, 7000);
     // Compressed: the mock broker keeps about 5 MB of a partition's log.
     produce_compressed(&broker.bootstrap, &topic, &records).await;
     let (first, _) = spawn(CancellationToken::new()).await;
@@ -667,19 +630,7 @@ async fn a_connector_cannot_reach_outside_its_bucket_and_prefix() {
     let plugin = runtime.load_file(&plugin_dir().join("object-sink.wasm")).await.unwrap();
     let grant: Vec<(String, String)> = s3.grant("out", &granted, "inside");
     let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    let record = |offset: i64| SinkRecord {
-        id: offset as u64,
-        topic: "t".into(),
-        partition: 0,
-        offset,
-        timestamp: 1_700_000_000_000,
-        timestamp_type: TimestampType::CreateTime,
-        key: None,
-        value: Some(b"v".to_vec()),
-        headers: Vec::new(),
-        delivery_count: 1,
-        lock_deadline: None,
-    };
+    let record = |offset: i64| sink_record(offset as u64, offset, b"v", None);
     let start = |prefix: &'static str| {
         let (runtime, plugin, grants) = (&runtime, &plugin, &grants);
         async move {
@@ -745,19 +696,6 @@ async fn wrong_credentials_fail_the_start_clearly_and_the_right_ones_work() {
         println!("{access_key}: {message}");
     }
     let mut sink = start(s3.access_key.clone(), s3.secret_key.clone()).await.unwrap();
-    let record = SinkRecord {
-        id: 0,
-        topic: "t".into(),
-        partition: 0,
-        offset: 7,
-        timestamp: 0,
-        timestamp_type: TimestampType::CreateTime,
-        key: None,
-        value: Some(b"v".to_vec()),
-        headers: Vec::new(),
-        delivery_count: 1,
-        lock_deadline: None,
-    };
-    let report = sink.put(&[record]).await.unwrap();
+    let report = sink.put(&[sink_record(0, 7, b"v", None)]).await.unwrap();
     assert!(matches!(report.outcomes[..], [Outcome::Accept]), "{report:?}");
 }

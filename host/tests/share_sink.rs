@@ -8,40 +8,18 @@
 
 mod support;
 
-use spillway::herder::{ConfigMap, Herder, HerderError, State, WorkerConfig};
+use spillway::herder::{ConfigMap, Herder, HerderError, State};
 use spillway::runtime::Runtime;
 use spillway::task::{self, ConnectorConfig, FlushCause, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
+use support::herder::{plugin_dir, start_herder, test_runtime, wait_running};
 use support::{Broker, assert_each_exactly_once, assert_none_lost, file_sink_keys, produce, produce_to, unique};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-fn plugin_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    assert!(dir.join("misbehave.wasm").exists(), "run scripts/build-plugins.sh first");
-    dir
-}
-
-/// A runtime whose compiled-plugin cache all these tests share.
-fn test_runtime() -> Runtime {
-    Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap()
-}
-
-async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
-    let runtime = test_runtime();
-    let config = WorkerConfig {
-        worker_id: "127.0.0.1:0".into(),
-        bootstrap_servers: broker.bootstrap.clone(),
-        state_file: dir.join("state.json"),
-        plugin_dir: plugin_dir(),
-        defaults: WorkerDefaults::default(),
-    };
-    Herder::start(config, runtime).await.unwrap()
-}
 
 /// A misbehave connector recording accepted keys into `dir/keys-<task>.txt`.
 fn connector_config(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
@@ -129,25 +107,6 @@ async fn wait_for_all(expected: &[String], limit: Duration, what: &str, read: im
         assert!(Instant::now() < deadline, "{missing} of {} records never arrived at {what}", expected.len());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Waits until the connector has `tasks` tasks, all RUNNING, then a little
-/// longer: a new share group starts at the latest offset, so each member must
-/// have fetched once before the test produces.
-async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = herder.status(name.into()).await.unwrap();
-        if status.tasks.len() == tasks && status.tasks.iter().all(|t| t.state == State::Running) {
-            break;
-        }
-        if let Some(failed) = status.tasks.iter().find(|t| t.state == State::Failed) {
-            panic!("task {} failed: {:?}", failed.id, failed.trace);
-        }
-        assert!(Instant::now() < deadline, "tasks never all ran: {status:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
 /// Runs task `task_id` of a misbehave connector outside a herder, for tests

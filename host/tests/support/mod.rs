@@ -2,6 +2,8 @@
 //! a producer.
 #![allow(dead_code)]
 
+pub mod herder;
+
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use std::collections::HashMap;

@@ -1,0 +1,52 @@
+//! A herder (the standalone worker's core) for integration tests, on the
+//! plugins `scripts/build-plugins.sh` built.
+
+use super::Broker;
+use spillway::herder::{Herder, State, WorkerConfig};
+use spillway::runtime::Runtime;
+use spillway::task::WorkerDefaults;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// `target/plugins`, where the plugins were built.
+pub fn plugin_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    assert!(dir.join("misbehave.wasm").exists(), "run scripts/build-plugins.sh first");
+    dir
+}
+
+/// A runtime whose compiled-plugin cache all tests share.
+pub fn test_runtime() -> Runtime {
+    Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap()
+}
+
+/// A herder on `broker`, keeping its state in `dir`.
+pub async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
+    let config = WorkerConfig {
+        worker_id: "127.0.0.1:0".into(),
+        bootstrap_servers: broker.bootstrap.clone(),
+        state_file: dir.join("state.json"),
+        plugin_dir: plugin_dir(),
+        defaults: WorkerDefaults::default(),
+    };
+    Herder::start(config, test_runtime()).await.unwrap()
+}
+
+/// Waits until the connector has `tasks` tasks, all RUNNING, then a little
+/// longer: a new share group starts at the latest offset, so each member must
+/// have fetched once before the test produces.
+pub async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = herder.status(name.into()).await.unwrap();
+        if status.tasks.len() == tasks && status.tasks.iter().all(|t| t.state == State::Running) {
+            break;
+        }
+        if let Some(failed) = status.tasks.iter().find(|t| t.state == State::Failed) {
+            panic!("{name}: task {} failed: {:?}", failed.id, failed.trace);
+        }
+        assert!(Instant::now() < deadline, "tasks never all ran: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
