@@ -267,7 +267,7 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200);
     let mut names: Vec<&str> = plugins.as_array().unwrap().iter().map(|p| p["class"].as_str().unwrap()).collect();
     names.sort();
-    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink", "s3-sink"]);
+    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink", "s3-sink", "sql-sink"]);
     for p in plugins.as_array().unwrap() {
         assert_eq!(p["type"], "sink");
         assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
@@ -287,6 +287,15 @@ async fn worker_info_plugins_and_validation() {
     assert!(key("rotate.schedule.interval.ms").is_some() && key("behavior.on.null.values").is_some());
     let secret = key("plugin.grant.object-store.<name>.secret.access.key").expect("the grant's secret");
     assert_eq!(secret["type"], "PASSWORD");
+    // The SQL sink's, and its grant's password.
+    let (status, keys) = host.get("/connector-plugins/sql-sink/config").await;
+    assert_eq!(status, 200);
+    let key = |name: &str| keys.as_array().unwrap().iter().find(|k| k["name"] == name).cloned();
+    let mode = key("insert.mode").expect("insert.mode");
+    assert_eq!(mode["default_value"], "insert", "{mode}");
+    assert!(key("pk.mode").is_some() && key("auto.evolve").is_some() && key("table.name.format").is_some());
+    let password = key("plugin.grant.sql.<name>.password").expect("the grant's password");
+    assert_eq!(password["type"], "PASSWORD");
     let (status, body) = host.get("/connector-plugins/no-such-plugin/config").await;
     assert!(assert_error(status, &body, 404).contains("no-such-plugin"));
 

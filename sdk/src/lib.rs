@@ -40,7 +40,8 @@
 //!
 //! A plugin reaches the outside through capabilities the connector grants by
 //! name, one module each: [`object_store`] (`Bucket::open("out")` opens
-//! `plugin.grant.object-store.out.*`). A plugin imports only the
+//! `plugin.grant.object-store.out.*`) and [`sql`] (`Database::open("db")`
+//! opens `plugin.grant.sql.db.*`). A plugin imports only the
 //! capabilities it calls, and needs grants for just those. Every capability
 //! fails with the same [`TaskError`] (retriable or fatal), so `?` passes its
 //! error on from `put`. Clocks and `getrandom` are real.
@@ -55,6 +56,7 @@ mod config;
 pub mod data;
 pub mod log;
 pub mod object_store;
+pub mod sql;
 
 pub use config::Config;
 

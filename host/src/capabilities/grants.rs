@@ -9,6 +9,7 @@
 //! still accepted, and reported so that validation can suggest the new one.
 
 use super::object_store::ObjectStoreGrant;
+use super::sql::SqlGrant;
 use anyhow::{Result, anyhow, bail};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,6 +25,8 @@ pub struct Grants {
     pub wasi: WasiGrants,
     /// `plugin.grant.object-store.<name>.*`, by name.
     pub object_stores: BTreeMap<String, ObjectStoreGrant>,
+    /// `plugin.grant.sql.<name>.*`, by name.
+    pub sql: BTreeMap<String, SqlGrant>,
     /// Old spellings this config used, with their replacement.
     pub deprecated: Vec<(String, String)>,
 }
@@ -124,11 +127,19 @@ impl Grants {
                     let grant = ObjectStoreGrant::from_settings(&name, &settings)?;
                     grants.object_stores.insert(name, grant);
                 }
+                "sql" => {
+                    let grant = SqlGrant::from_settings(&name, &settings)?;
+                    grants.sql.insert(name, grant);
+                }
                 _ => bail!(
-                    "{}: unknown capability '{capability}' (this host grants fs, net, env and object-store)",
+                    "{}: unknown capability '{capability}' (this host grants fs, net, env, object-store and sql)",
                     key("…")
                 ),
             }
+        }
+        let dirs: Vec<PathBuf> = grants.wasi.dirs.iter().map(|d| d.path.clone()).collect();
+        for (name, grant) in &grants.sql {
+            grant.check_within(name, &dirs)?;
         }
         Ok(grants)
     }

@@ -18,6 +18,7 @@ mod grants;
 pub mod log;
 pub mod object_store;
 pub mod op;
+pub mod sql;
 pub mod wasi;
 
 pub use grants::{DETERMINISTIC_KEY, DirGrant, GRANT_PREFIX, Grants, WasiGrants};
@@ -45,5 +46,11 @@ pub const CAPABILITIES: &[Capability] = &[
         version: object_store::VERSION,
         grant: Some("object-store"),
         granted: |g| !g.object_stores.is_empty(),
+    },
+    Capability {
+        interface: "spillway:sql/databases",
+        version: sql::VERSION,
+        grant: Some("sql"),
+        granted: |g| !g.sql.is_empty(),
     },
 ];

@@ -38,6 +38,7 @@ pub mod bindings {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:log/log": crate::capabilities::log::bindings::spillway::log::log,
             "spillway:object-store/buckets": crate::capabilities::object_store::bindings::spillway::object_store::buckets,
+            "spillway:sql/databases": crate::capabilities::sql::bindings::spillway::sql::databases,
         },
     });
     pub use self::spillway::connector::types::*;
@@ -157,6 +158,7 @@ impl Runtime {
                 "spillway:types/errors" => capabilities::errors::add_to_linker(&mut linker)?,
                 "spillway:log/log" => capabilities::log::add_to_linker(&mut linker)?,
                 "spillway:object-store/buckets" => capabilities::object_store::add_to_linker(&mut linker)?,
+                "spillway:sql/databases" => capabilities::sql::add_to_linker(&mut linker)?,
                 other => unreachable!("{other} is in CAPABILITIES but has no linker"),
             }
         }

@@ -5,6 +5,7 @@
 use super::limits::MemoryLimiter;
 use crate::capabilities::log::{LogCtx, LogView};
 use crate::capabilities::object_store::{ObjectStoreCtx, ObjectStoreView};
+use crate::capabilities::sql::{SqlCtx, SqlView};
 use crate::capabilities::wasi::{self, OutputTail};
 use crate::capabilities::{CallBudget, CapabilityMetrics, Grants};
 use anyhow::Result;
@@ -18,6 +19,7 @@ pub struct PluginState {
     wasi_table: ResourceTable,
     log: LogCtx,
     object_store: ObjectStoreCtx,
+    sql: SqlCtx,
     pub(super) limiter: MemoryLimiter,
     /// When capability operations of the running call must end.
     pub(super) budget: CallBudget,
@@ -38,7 +40,8 @@ impl PluginState {
             wasi: wasi::sandbox(&grants.wasi, &stderr)?,
             wasi_table: ResourceTable::new(),
             log: LogCtx::new(name),
-            object_store: ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics),
+            object_store: ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics.clone()),
+            sql: SqlCtx::new(&grants.sql, budget.clone(), metrics),
             limiter: MemoryLimiter::new(memory_bytes),
             budget,
             stderr,
@@ -61,5 +64,11 @@ impl LogView for PluginState {
 impl ObjectStoreView for PluginState {
     fn object_store(&mut self) -> &mut ObjectStoreCtx {
         &mut self.object_store
+    }
+}
+
+impl SqlView for PluginState {
+    fn sql(&mut self) -> &mut SqlCtx {
+        &mut self.sql
     }
 }

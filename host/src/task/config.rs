@@ -340,6 +340,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                         .into_iter()
                         .map(|k| k.prefixed("plugin.grant.object-store.<name>.")),
                 )
+                .chain(capabilities::sql::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.sql.<name>.")))
                 .chain([
                     key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
                     key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),

@@ -2,6 +2,7 @@
 //! a producer.
 #![allow(dead_code)]
 
+pub mod databases;
 pub mod herder;
 
 use rdkafka::ClientConfig;
@@ -155,6 +156,7 @@ pub async fn produce_to(bootstrap: &str, topic: &str, partition: Option<i32>, n:
 pub struct Produce {
     pub partition: Option<i32>,
     pub key: String,
+    /// Empty: a null value (a tombstone).
     pub value: Vec<u8>,
     /// Milliseconds since the epoch; none for the producer's clock.
     pub timestamp: Option<i64>,
@@ -176,7 +178,10 @@ async fn produce_with(producer: FutureProducer, topic: &str, records: &[Produce]
     let sends = records.iter().map(|r| {
         let producer = producer.clone();
         async move {
-            let mut record = FutureRecord::to(topic).key(r.key.as_str()).payload(r.value.as_slice());
+            let mut record = FutureRecord::to(topic).key(r.key.as_str());
+            if !r.value.is_empty() {
+                record = record.payload(r.value.as_slice());
+            }
             record.partition = r.partition;
             record.timestamp = r.timestamp;
             producer
