@@ -11,7 +11,18 @@ fi
 # The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
 # unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
 python3 -c 'import moto.server, boto3' 2>/dev/null || python3 -m pip install -q 'moto[server]==5.2.5'
+# The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
+# tests/support/db-server.sh starts on 127.0.0.1 for each test binary, unless
+# SPILLWAY_TEST_POSTGRES_URL and SPILLWAY_TEST_MYSQL_URL name servers.
+need=()
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+if [ ${#need[@]} -gt 0 ] && [ -z "${SPILLWAY_TEST_POSTGRES_URL:-}${SPILLWAY_TEST_MYSQL_URL:-}" ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
 # The REST API's fuzz test runs schemathesis against the OpenAPI document.
 python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
 export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
-cargo test --release -p spillway -p spillway-sdk -p s3-sink
+cargo test --release -p spillway -p spillway-sdk -p s3-sink -p sql-sink

@@ -291,6 +291,41 @@ async fn statements_that_reach_past_the_database_are_refused(mut db: Db) {
     assert!(err.message().contains("more than one statement"), "{err:?}");
 }
 
+async fn begun_batches_run_in_the_background_in_the_order_begun(mut db: Db) {
+    use spillway::capabilities::sql::bindings::spillway::sql::databases::HostPendingBatch;
+    let name = table("begun");
+    let (p1, p2) = (db.p(1), db.p(2));
+    db.execute(&format!("CREATE TABLE {name} (id BIGINT PRIMARY KEY, label TEXT)"), vec![]).await.unwrap();
+    let insert = format!("INSERT INTO {name} (id, label) VALUES ({p1}, {p2})");
+    let update = format!("UPDATE {name} SET label = {p1} WHERE id = {p2}");
+    // Ten batches begun back to back, each relabelling row 1: the last
+    // label wins only if they ran in the order begun.
+    let first = Statement { sql: insert.clone(), rows: vec![vec![Value::Int(1), Value::Text("0".into())]] };
+    let mut pending = vec![db.ctx.begin_batch(db.handle(), vec![first]).await.unwrap().unwrap()];
+    for n in 1..10 {
+        let relabel = Statement { sql: update.clone(), rows: vec![vec![Value::Text(n.to_string()), Value::Int(1)]] };
+        pending.push(db.ctx.begin_batch(db.handle(), vec![relabel]).await.unwrap().unwrap());
+    }
+    for batch in &pending {
+        let outcome = db.ctx.wait(Resource::new_borrow(batch.rep())).await.unwrap().unwrap();
+        assert_eq!(outcome, BatchOutcome::Committed(vec![1]));
+        let again = db.ctx.ready(Resource::new_borrow(batch.rep())).await.unwrap();
+        assert!(matches!(again, Some(Ok(BatchOutcome::Committed(ref n))) if *n == vec![1]), "{again:?}");
+    }
+    let label = db.query(&format!("SELECT label FROM {name} WHERE id = 1"), vec![]).await;
+    assert_eq!(label[0][0], Value::Text("9".into()));
+
+    // A refused row comes back through the pending batch, and nothing of it
+    // was written.
+    let columns = vec!["id".to_string(), "label".to_string()];
+    let rows = vec![vec![Value::Int(2), Value::Text("two".into())], vec![Value::Int(1), Value::Text("dup".into())]];
+    let copy = db.ctx.begin_copy_in(db.handle(), name.clone(), columns, rows).await.unwrap().unwrap();
+    let outcome = db.ctx.wait(Resource::new_borrow(copy.rep())).await.unwrap().unwrap();
+    assert!(matches!(&outcome, BatchOutcome::RowFailed(RowFailure { row: Some(1), .. })), "{outcome:?}");
+    let count = db.query(&format!("SELECT count(*) FROM {name}"), vec![]).await;
+    assert_eq!(count[0][0], Value::Int(1));
+}
+
 macro_rules! on_each_database {
     ($($test:ident),* $(,)?) => {
         mod on_postgres {
@@ -314,6 +349,7 @@ on_each_database!(
     copy_in_appends_and_names_the_bad_row,
     the_catalogue_describes_tables,
     statements_that_reach_past_the_database_are_refused,
+    begun_batches_run_in_the_background_in_the_order_begun,
 );
 
 #[tokio::test]

@@ -14,6 +14,7 @@ mod copy;
 mod failure;
 mod grant;
 mod guard;
+mod pending;
 mod tx;
 mod values;
 
@@ -42,19 +43,28 @@ pub mod bindings {
         with: {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:sql/databases.database": super::OpenDatabase,
+            "spillway:sql/databases.pending-batch": super::pending::PendingBatch,
         },
     });
 }
 
 use bindings::spillway::sql::databases::{
-    BatchOutcome, Column, Dialect, Host, HostDatabase, RowFailure, Rows, Statement, Value,
+    BatchOutcome, Column, Dialect, Host, HostDatabase, HostPendingBatch, RowFailure, Rows, Statement, Value,
 };
+use pending::PendingBatch;
 
 /// A database the plugin opened: the resource behind `database`.
 pub struct OpenDatabase {
     pool: Pool,
     policy: OpPolicy,
+    /// Held by the batch that writes: one at a time, in the order begun,
+    /// whether the plugin waits for it or not.
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
+
+/// The work of one operation, given its transaction and its input; boxed,
+/// so that a background batch can own it.
+type Work<A, T> = for<'t> fn(&'t Pool, &'t mut Tx, &'t A) -> BoxFuture<'t, Result<Outcome<T>, Error>>;
 
 /// The capability's state in one plugin instance.
 pub struct SqlCtx {
@@ -69,35 +79,110 @@ impl SqlCtx {
         SqlCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics }
     }
 
-    /// Runs one operation on an open database under its grant's policy:
-    /// each attempt in a transaction of its own, committed when `work` says
-    /// so and rolled back (dropped) otherwise. `work` takes its input as an
-    /// argument, so that its future borrows only what the attempt lends it.
+    /// Runs one operation on an open database under its grant's policy, in
+    /// a transaction ([`transact`]). A write first takes the database's
+    /// writer lock, so that it never overtakes a batch begun earlier.
     async fn in_transaction<A: Sync, T: Send>(
         &mut self,
         database: &Resource<OpenDatabase>,
         op: &'static str,
+        writes: bool,
         input: &A,
-        work: impl for<'t> Fn(&'t Pool, &'t mut Tx, &'t A) -> BoxFuture<'t, Result<Outcome<T>, Error>>,
+        work: Work<A, T>,
     ) -> wasmtime::Result<Result<T, Error>> {
         let open = self.table.get(database)?;
-        let (pool, policy) = (open.pool.clone(), open.policy.clone());
-        let work = &work;
-        let attempt = || {
-            let pool = pool.clone();
-            async move {
-                let mut tx = Tx::begin(&pool).await?;
-                match work(&pool, &mut tx, input).await? {
-                    Outcome::Commit(value) => {
-                        tx.commit().await?;
-                        Ok(value)
-                    }
-                    // Dropping the transaction rolls it back.
-                    Outcome::RollBack(value) => Ok(value),
-                }
-            }
+        let (pool, policy, writer) = (open.pool.clone(), open.policy.clone(), open.writer.clone());
+        let _turn = match writes {
+            true => match writer_turn(&self.budget, writer).await {
+                Ok(turn) => Some(turn),
+                Err(e) => return Ok(Err(e)),
+            },
+            false => None,
         };
-        Ok(op::run(&self.metrics, key(op), &policy, &self.budget, attempt).await)
+        Ok(transact(&self.metrics, &policy, &self.budget, &pool, op, input, work).await)
+    }
+
+    /// Starts a write in the background once the batch before it ended (its
+    /// turn is taken here, inside the plugin call's time).
+    async fn begin<A: Send + Sync + 'static>(
+        &mut self,
+        database: &Resource<OpenDatabase>,
+        op: &'static str,
+        input: A,
+        work: Work<A, BatchOutcome>,
+    ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
+        let open = self.table.get(database)?;
+        let (pool, policy, writer) = (open.pool.clone(), open.policy.clone(), open.writer.clone());
+        let turn = match writer_turn(&self.budget, writer).await {
+            Ok(turn) => turn,
+            Err(e) => return Ok(Err(e)),
+        };
+        let metrics = self.metrics.clone();
+        let task = tokio::spawn(async move {
+            // Outside any plugin call: the grant's own timeout bounds it.
+            let result = transact(&metrics, &policy, &CallBudget::default(), &pool, op, &input, work).await;
+            drop(turn);
+            result
+        });
+        Ok(Ok(self.table.push(PendingBatch::new(task))?))
+    }
+}
+
+/// The writer lock, waited for as long as the plugin call allows.
+async fn writer_turn(
+    budget: &CallBudget,
+    writer: Arc<tokio::sync::Mutex<()>>,
+) -> Result<tokio::sync::OwnedMutexGuard<()>, Error> {
+    let turn = writer.lock_owned();
+    match budget.until() {
+        Some(until) => tokio::time::timeout_at(until, turn)
+            .await
+            .map_err(|_| Error::retriable("a batch begun earlier is still running at the end of the plugin call")),
+        None => Ok(turn.await),
+    }
+}
+
+/// Runs `work` under `policy`: each attempt in a transaction of its own,
+/// committed when `work` says so and rolled back (dropped) otherwise.
+/// `work` takes its input as an argument, so that its future borrows only
+/// what the attempt lends it.
+async fn transact<A: Sync, T: Send>(
+    metrics: &CapabilityMetrics,
+    policy: &OpPolicy,
+    budget: &CallBudget,
+    pool: &Pool,
+    op: &'static str,
+    input: &A,
+    work: Work<A, T>,
+) -> Result<T, Error> {
+    let attempt = || async move {
+        let mut tx = Tx::begin(pool).await?;
+        match work(pool, &mut tx, input).await? {
+            Outcome::Commit(value) => {
+                tx.commit().await?;
+                Ok(value)
+            }
+            // Dropping the transaction rolls it back.
+            Outcome::RollBack(value) => Ok(value),
+        }
+    };
+    op::run(metrics, key(op), policy, budget, attempt).await
+}
+
+impl SqlCtx {
+    /// Refuses statements that reach past the database ([`guard`]).
+    fn check<'s>(
+        &self,
+        database: &Resource<OpenDatabase>,
+        statements: impl IntoIterator<Item = &'s str>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        let pool = &self.table.get(database)?.pool;
+        for sql in statements {
+            if let Err(why) = guard::check(pool, sql) {
+                return Ok(Err(Error::fatal(why)));
+            }
+        }
+        Ok(Ok(()))
     }
 }
 
@@ -155,7 +240,7 @@ impl HostDatabase for SqlCtx {
                 Error::Fatal(_) => Error::fatal(message),
             }));
         }
-        let database = OpenDatabase { pool, policy: granted.policy.clone() };
+        let database = OpenDatabase { pool, policy: granted.policy.clone(), writer: Arc::default() };
         Ok(Ok(self.table.push(database)?))
     }
 
@@ -172,16 +257,21 @@ impl HostDatabase for SqlCtx {
         database: Resource<OpenDatabase>,
         statements: Vec<Statement>,
     ) -> wasmtime::Result<Result<BatchOutcome, Error>> {
-        let pool = self.table.get(&database)?.pool.clone();
-        for statement in &statements {
-            if let Err(why) = guard::check(&pool, &statement.sql) {
-                return Ok(Err(Error::fatal(why)));
-            }
+        if let Err(e) = self.check(&database, statements.iter().map(|s| s.sql.as_str()))? {
+            return Ok(Err(e));
         }
-        self.in_transaction(&database, "execute-batch", &statements, |_, tx, statements| {
-            Box::pin(run_batch(tx, statements))
-        })
-        .await
+        self.in_transaction(&database, "execute-batch", true, &statements, batch_work).await
+    }
+
+    async fn begin_batch(
+        &mut self,
+        database: Resource<OpenDatabase>,
+        statements: Vec<Statement>,
+    ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
+        if let Err(e) = self.check(&database, statements.iter().map(|s| s.sql.as_str()))? {
+            return Ok(Err(e));
+        }
+        self.begin(&database, "execute-batch", statements, batch_work).await
     }
 
     async fn execute(
@@ -190,11 +280,10 @@ impl HostDatabase for SqlCtx {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
-        let pool = self.table.get(&database)?.pool.clone();
-        if let Err(why) = guard::check(&pool, &sql) {
-            return Ok(Err(Error::fatal(why)));
+        if let Err(e) = self.check(&database, [sql.as_str()])? {
+            return Ok(Err(e));
         }
-        self.in_transaction(&database, "execute", &(sql, params), |_, tx, (sql, params)| {
+        self.in_transaction(&database, "execute", true, &(sql, params), |_, tx, (sql, params)| {
             Box::pin(async move { tx.execute(sql, params).await.map(Outcome::Commit).map_err(Failure::into_error) })
         })
         .await
@@ -206,11 +295,10 @@ impl HostDatabase for SqlCtx {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<Rows, Error>> {
-        let pool = self.table.get(&database)?.pool.clone();
-        if let Err(why) = guard::check(&pool, &sql) {
-            return Ok(Err(Error::fatal(why)));
+        if let Err(e) = self.check(&database, [sql.as_str()])? {
+            return Ok(Err(e));
         }
-        self.in_transaction(&database, "query", &(sql, params), |_, tx, (sql, params)| {
+        self.in_transaction(&database, "query", false, &(sql, params), |_, tx, (sql, params)| {
             Box::pin(async move { tx.query(sql, params).await.map(Outcome::RollBack).map_err(Failure::into_error) })
         })
         .await
@@ -223,19 +311,17 @@ impl HostDatabase for SqlCtx {
         columns: Vec<String>,
         rows: Vec<Vec<Value>>,
     ) -> wasmtime::Result<Result<BatchOutcome, Error>> {
-        self.in_transaction(&database, "copy-in", &(table, columns, rows), |pool, tx, (table, columns, rows)| {
-            Box::pin(async move {
-                match copy::copy_in(pool, tx, table, columns, rows).await {
-                    Ok(n) => Ok(Outcome::Commit(BatchOutcome::Committed(vec![n]))),
-                    Err(CopyFailure::Row { row, code, message }) => {
-                        let failure = RowFailure { statement: 0, row, code, message };
-                        Ok(Outcome::RollBack(BatchOutcome::RowFailed(failure)))
-                    }
-                    Err(CopyFailure::Call(e)) => Err(e),
-                }
-            })
-        })
-        .await
+        self.in_transaction(&database, "copy-in", true, &(table, columns, rows), copy_work).await
+    }
+
+    async fn begin_copy_in(
+        &mut self,
+        database: Resource<OpenDatabase>,
+        table: String,
+        columns: Vec<String>,
+        rows: Vec<Vec<Value>>,
+    ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
+        self.begin(&database, "copy-in", (table, columns, rows), copy_work).await
     }
 
     async fn describe_table(
@@ -243,7 +329,7 @@ impl HostDatabase for SqlCtx {
         database: Resource<OpenDatabase>,
         table: String,
     ) -> wasmtime::Result<Result<Option<Vec<Column>>, Error>> {
-        self.in_transaction(&database, "describe-table", &table, |pool, tx, table| {
+        self.in_transaction(&database, "describe-table", false, &table, |pool, tx, table| {
             Box::pin(async move {
                 catalog::describe(pool, tx, table).await.map(Outcome::RollBack).map_err(Failure::into_error)
             })
@@ -261,6 +347,50 @@ impl HostDatabase for SqlCtx {
                 Pool::Sqlite(p) => p.close().await,
             }
         });
+        Ok(())
+    }
+}
+
+fn batch_work<'t>(
+    _: &'t Pool,
+    tx: &'t mut Tx,
+    statements: &'t Vec<Statement>,
+) -> BoxFuture<'t, Result<Outcome<BatchOutcome>, Error>> {
+    Box::pin(run_batch(tx, statements))
+}
+
+type CopyInput = (String, Vec<String>, Vec<Vec<Value>>);
+
+fn copy_work<'t>(
+    pool: &'t Pool,
+    tx: &'t mut Tx,
+    (table, columns, rows): &'t CopyInput,
+) -> BoxFuture<'t, Result<Outcome<BatchOutcome>, Error>> {
+    Box::pin(async move {
+        match copy::copy_in(pool, tx, table, columns, rows).await {
+            Ok(n) => Ok(Outcome::Commit(BatchOutcome::Committed(vec![n]))),
+            Err(CopyFailure::Row { row, code, message }) => {
+                let failure = RowFailure { statement: 0, row, code, message };
+                Ok(Outcome::RollBack(BatchOutcome::RowFailed(failure)))
+            }
+            Err(CopyFailure::Call(e)) => Err(e),
+        }
+    })
+}
+
+impl HostPendingBatch for SqlCtx {
+    async fn ready(&mut self, batch: Resource<PendingBatch>) -> wasmtime::Result<Option<Result<BatchOutcome, Error>>> {
+        Ok(self.table.get_mut(&batch)?.ready().await)
+    }
+
+    async fn wait(&mut self, batch: Resource<PendingBatch>) -> wasmtime::Result<Result<BatchOutcome, Error>> {
+        let until = self.budget.until();
+        Ok(self.table.get_mut(&batch)?.wait(until).await)
+    }
+
+    async fn drop(&mut self, batch: Resource<PendingBatch>) -> wasmtime::Result<()> {
+        // The batch goes on: it holds the writer lock until it ends.
+        self.table.delete(batch)?;
         Ok(())
     }
 }
