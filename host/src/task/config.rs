@@ -573,16 +573,19 @@ mod tests {
             "plugin.grant.http.api.token",
             "plugin.grant.net.db.secret",
             "plugin.grant.object-store.archive.secret.access.key",
+            "plugin.grant.sql.db.password",
         ] {
             assert!(keys.is_secret(key), "{key}");
         }
         let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
-        assert_eq!(secret_entries.len(), 5, "{secret_entries:?}");
+        assert_eq!(secret_entries.len(), 6, "{secret_entries:?}");
         for key in [
             "plugin.grant.fs.logs.path",
             "plugin.grant.env.TOKEN",
             "plugin.grant.s3.bucket.access.key",
             "plugin.grant.object-store.archive.access.key.id",
+            "plugin.grant.sql.db.user",
+            "plugin.grant.sql.db.url",
             "name",
         ] {
             assert!(!keys.is_secret(key), "{key}");
