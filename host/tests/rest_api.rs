@@ -976,7 +976,7 @@ async fn cli_commands_against_a_live_server() {
     let rows: Vec<&str> = table.lines().collect();
     // Columns as wide as their longest value: "object-sink".
     assert!(rows[0].starts_with("PLUGIN       TYPE  VERSION  DIGEST"), "{table}");
-    assert_eq!(rows.len(), 6, "{table}");
+    assert_eq!(rows.len(), 7, "{table}");
     assert!(rows[1].starts_with("file-sink    sink  ") && rows[1].contains("sha256:"), "{table}");
 
     assert_eq!(connectors(&url, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");
