@@ -100,6 +100,18 @@ pub fn kind(dialect: Dialect, data_type: &str) -> Kind {
     }
 }
 
+/// [`bind`], moving a string's or bytes' buffer into the parameter
+/// where it goes as it is.
+pub fn bind_owned(data: Data, kind: Kind) -> Result<Value, String> {
+    Ok(match (data, kind) {
+        (Data::String(s), Kind::Text | Kind::Other) => Value::Text(s),
+        (Data::String(s), Kind::Uuid) if is_uuid(&s) => Value::Uuid(s),
+        (Data::String(s), Kind::Bytes) => Value::Bytes(s.into_bytes()),
+        (Data::Bytes(b), Kind::Bytes | Kind::Other) => Value::Bytes(b),
+        (data, kind) => return bind(&data, kind),
+    })
+}
+
 /// The parameter for `data` in a column of `kind`; `Err` says why it
 /// does not fit (the caller names the field and the column).
 pub fn bind(data: &Data, kind: Kind) -> Result<Value, String> {
@@ -609,6 +621,7 @@ mod tests {
         ];
         for (data, kind, expected) in cases {
             assert_eq!(show(bind(&data, kind)), expected, "{data:?} into {kind:?}");
+            assert_eq!(show(bind_owned(data.clone(), kind)), expected, "{data:?} into {kind:?}, owned");
         }
     }
 

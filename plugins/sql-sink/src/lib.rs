@@ -5,7 +5,9 @@
 //! through the `sql` capability.
 //!
 //! Each `put` is written before it returns: records become rows
-//! ([`rows`]), rows are bound to their columns' types ([`bind`]), and the
+//! ([`rows`]; plain JSON objects straight from their bytes, [`plain`]),
+//! rows are bound to their columns' types ([`bind`]; where each field goes
+//! is worked out once for a run of rows with the same fields), and the
 //! batch goes to the database in one transaction ([`write`]): records are
 //! `Accept` once it committed. A record that cannot become a row, or that
 //! the database refuses, is rejected with the reason; the rest are written.
@@ -15,6 +17,7 @@ pub mod bind;
 pub mod config;
 pub mod db;
 pub mod dialect;
+pub mod plain;
 pub mod rows;
 pub mod tables;
 pub mod write;
@@ -22,14 +25,15 @@ pub mod write;
 use config::Settings;
 use db::{Db, GrantedDb};
 use dialect::Sql;
-use rows::{Op, Row};
+use rows::{Cell, Op, Row};
 use spillway_sdk::data::Type;
 use spillway_sdk::sql::{Database, Dialect};
 use spillway_sdk::{
     Config, ConfigError, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError,
 };
+use std::rc::Rc;
 use tables::{TableInfo, Tables};
-use write::{Bound, Outcomes};
+use write::{Bound, Layout, Outcomes};
 
 pub struct SqlSink {
     settings: Settings,
@@ -99,8 +103,18 @@ impl SqlSink {
     fn write(&mut self, batch: &[SinkRecord]) -> Result<PutReport, TaskError> {
         let mut outcomes = Outcomes::new(batch.len());
         let mut rows: Vec<(usize, Row)> = Vec::with_capacity(batch.len());
+        // The last topic's table: a batch is mostly runs of one topic.
+        let mut table: Option<(&str, Rc<str>)> = None;
         for (i, record) in batch.iter().enumerate() {
-            match rows::build(&self.settings, record) {
+            let name = match &table {
+                Some((topic, name)) if *topic == record.topic => Rc::clone(name),
+                _ => {
+                    let name: Rc<str> = self.settings.table_for(&record.topic).into();
+                    table = Some((&record.topic, Rc::clone(&name)));
+                    name
+                }
+            };
+            match rows::build(&self.settings, record, name) {
                 Ok(row) => rows.push((i, row)),
                 Err(reason) => outcomes.settle(i, Outcome::Reject(reason)),
             }
@@ -109,19 +123,23 @@ impl SqlSink {
         // Tables in the order first seen, each created or evolved for its rows.
         let mut names: Vec<&str> = Vec::new();
         for (_, row) in &rows {
-            if !names.contains(&row.table.as_str()) {
+            if !names.contains(&&*row.table) {
                 names.push(&row.table);
             }
         }
         for name in names {
-            let of_table: Vec<&Row> = rows.iter().map(|(_, r)| r).filter(|r| r.table == name).collect();
+            let of_table: Vec<&Row> = rows.iter().map(|(_, r)| r).filter(|r| *r.table == *name).collect();
             self.tables.prepare(self.db.as_mut(), &self.sql, &self.settings, name, &of_table)?;
         }
 
         let mut bound = Vec::with_capacity(rows.len());
-        for (i, row) in &rows {
-            let result = match self.tables.get(&row.table) {
-                Some(info) => bind_row(*i, row, info, &self.sql),
+        let mut plan: Option<Plan> = None;
+        for (i, row) in rows {
+            if !plan.as_ref().is_some_and(|p| p.fits(&row)) {
+                plan = self.tables.get(&row.table).map(|info| Plan::new(&row, info));
+            }
+            let result = match &plan {
+                Some(plan) => bind_row(i, row, plan),
                 None => Err(format!(
                     "table {} does not exist, and no field of the record has a type to create a column from",
                     row.table
@@ -130,8 +148,8 @@ impl SqlSink {
             match result {
                 Ok(Some(b)) => bound.push(b),
                 // An update with nothing to set changes nothing.
-                Ok(None) => outcomes.settle(*i, Outcome::Accept),
-                Err(reason) => outcomes.settle(*i, Outcome::Reject(reason)),
+                Ok(None) => outcomes.settle(i, Outcome::Accept),
+                Err(reason) => outcomes.settle(i, Outcome::Reject(reason)),
             }
         }
 
@@ -141,68 +159,111 @@ impl SqlSink {
             // Plain inserts only: appended with COPY, a transaction per table.
             // (Elsewhere the host's copy-in is an INSERT per row; multi-row
             // INSERTs in one batch are faster there.)
-            self.failed = write::write_copies(self.db.as_mut(), &bound, &mut outcomes)?;
+            self.failed = write::write_copies(self.db.as_mut(), &mut bound, &mut outcomes)?;
         } else {
             let chunks: Vec<write::Chunk> = write::runs(&bound)
                 .into_iter()
                 .flat_map(|run| write::chunks(&bound, run, self.settings.batch_size))
                 .collect();
-            write::write_batch(self.db.as_mut(), &self.sql, &bound, chunks, &mut outcomes)?;
+            write::write_batch(self.db.as_mut(), &self.sql, &mut bound, chunks, &mut outcomes)?;
         }
         Ok(outcomes.into_report())
     }
 }
 
-/// A row's cells as parameters of their columns (catalogue names). A field
-/// only ever seen null, whose column does not exist, is left out. None
-/// for an update with nothing to set.
-pub fn bind_row(record: usize, row: &Row, info: &TableInfo, sql: &Sql) -> Result<Option<Bound>, String> {
-    let mut b = Bound {
-        record,
-        table: row.table.clone(),
-        catalog: info.catalog.clone(),
-        op: row.op,
-        key_cols: Vec::with_capacity(row.key.len()),
-        val_cols: Vec::with_capacity(row.values.len()),
-        key: Vec::with_capacity(row.key.len()),
-        vals: Vec::with_capacity(row.values.len()),
-    };
-    for (i, cell) in row.cells().enumerate() {
-        let Some(column) = info.column(&cell.name) else {
-            if cell.schema.ty == Type::Null {
-                continue;
-            }
-            return Err(format!("table {} has no column for field '{}'", row.table, cell.name));
-        };
-        if b.key_cols.contains(&column.name) || b.val_cols.contains(&column.name) {
-            return Err(format!("two fields go to column {} of table {}", column.name, row.table));
+/// Where the cells of a row go in its table, worked out once for
+/// consecutive rows of a table with the same fields (most of a batch).
+pub struct Plan<'t> {
+    info: &'t TableInfo,
+    /// The fields it was made for, in order, and how many are the key's.
+    fields: Vec<String>,
+    key_cells: usize,
+    /// Each field's column.
+    targets: Vec<Target>,
+    layout: Rc<Layout>,
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Column(usize),
+    /// The table has no column of the field's name: a null is left out,
+    /// anything else rejects the row.
+    Missing,
+    /// An earlier field went to this column.
+    Taken(usize),
+}
+
+impl<'t> Plan<'t> {
+    /// The plan for rows like `row` in the table `info` describes.
+    pub fn new(row: &Row, info: &'t TableInfo) -> Self {
+        let mut targets = Vec::with_capacity(row.key.len() + row.values.len());
+        let mut columns: Vec<String> = Vec::with_capacity(targets.capacity());
+        let mut key_len = 0;
+        for (i, cell) in row.cells().enumerate() {
+            targets.push(match info.index(&cell.name) {
+                None => Target::Missing,
+                Some(c) if columns.contains(&info.columns[c].name) => Target::Taken(c),
+                Some(c) => {
+                    columns.push(info.columns[c].name.clone());
+                    key_len += usize::from(i < row.key.len());
+                    Target::Column(c)
+                }
+            });
         }
-        let kind = bind::kind(sql.dialect, &column.data_type);
-        let value = bind::bind(&cell.data, kind).map_err(|e| {
+        Plan {
+            info,
+            fields: row.cells().map(|c| c.name.to_string()).collect(),
+            key_cells: row.key.len(),
+            targets,
+            layout: Rc::new(Layout { table: row.table.to_string(), catalog: info.catalog.clone(), columns, key_len }),
+        }
+    }
+
+    /// Whether the row has the table and fields the plan was made for.
+    pub fn fits(&self, row: &Row) -> bool {
+        *self.layout.table == *row.table
+            && self.key_cells == row.key.len()
+            && self.fields.len() == row.key.len() + row.values.len()
+            && self.fields.iter().zip(row.cells()).all(|(f, c)| *f == c.name)
+    }
+}
+
+/// A row's cells as parameters of their columns, as its plan says. A field
+/// only ever seen null, whose column does not exist, is left out. None for
+/// an update with nothing to set.
+pub fn bind_row(record: usize, row: Row, plan: &Plan) -> Result<Option<Bound>, String> {
+    let Row { table, op, key, values } = row;
+    let info = plan.info;
+    let mut params = Vec::with_capacity(plan.layout.columns.len());
+    for (cell, &target) in key.into_iter().chain(values).zip(&plan.targets) {
+        let c = match target {
+            Target::Column(c) => c,
+            Target::Missing if cell.schema.ty == Type::Null => continue,
+            Target::Missing => return Err(format!("table {table} has no column for field '{}'", cell.name)),
+            Target::Taken(c) => {
+                return Err(format!("two fields go to column {} of table {table}", info.columns[c].name));
+            }
+        };
+        let Cell { name, schema, data } = cell;
+        let value = bind::bind_owned(data, info.kinds[c]).map_err(|e| {
+            let column = &info.columns[c];
             format!(
-                "field '{}' ({}) cannot go into column {} ({}) of table {}: {e}",
-                cell.name,
-                describe(&cell.schema),
+                "field '{name}' ({}) cannot go into column {} ({}) of table {table}: {e}",
+                describe(&schema),
                 column.name,
                 column.data_type,
-                row.table
             )
         })?;
-        if i < row.key.len() {
-            b.key_cols.push(column.name.clone());
-            b.key.push(value);
-        } else {
-            b.val_cols.push(column.name.clone());
-            b.vals.push(value);
-        }
+        params.push(value);
     }
-    if b.op == Op::Update && b.vals.is_empty() {
+    let key_len = plan.layout.key_len;
+    if op == Op::Update && params.len() == key_len {
         return Ok(None);
     }
-    if b.key.is_empty() && b.vals.is_empty() {
-        return Err(format!("no field of the record has a column in table {}", row.table));
+    if params.is_empty() {
+        return Err(format!("no field of the record has a column in table {table}"));
     }
-    Ok(Some(b))
+    Ok(Some(Bound { record, op, layout: Rc::clone(&plan.layout), params }))
 }
 
 /// A schema for messages: `int64`, `Date`, `Decimal(2)`, ...

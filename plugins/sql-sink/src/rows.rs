@@ -4,8 +4,13 @@
 //! that cannot become a row is an `Err` with the reason it is rejected.
 
 use crate::config::{InsertMode, KAFKA_PK, KEY_COLUMN, PkMode, Settings, is_plain_identifier};
+use crate::plain;
 use spillway_sdk::SinkRecord;
 use spillway_sdk::data::{Data, Decoded, Schema, Type, read_value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::rc::Rc;
 
 /// What a row does to its table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -16,73 +21,140 @@ pub enum Op {
     Delete,
 }
 
-/// One field of a row: the name of its column, the field's schema and value.
+/// One field of a row: the name of its column, the field's schema and
+/// value. The name borrows from the record or the settings when it can.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Cell {
-    pub name: String,
-    pub schema: Schema,
+pub struct Cell<'a> {
+    pub name: Cow<'a, str>,
+    pub schema: CellSchema,
     pub data: Data,
 }
 
-impl Cell {
-    fn new(name: &str, schema: Schema, data: Data) -> Self {
-        Cell { name: name.to_string(), schema, data }
+impl<'a> Cell<'a> {
+    pub fn new(name: impl Into<Cow<'a, str>>, schema: impl Into<CellSchema>, data: Data) -> Self {
+        Cell { name: name.into(), schema: schema.into(), data }
+    }
+}
+
+/// A cell's schema. Most are a bare primitive type (every plain-JSON
+/// field is): those are shared, not made and dropped for every record.
+#[derive(Clone, Debug)]
+pub enum CellSchema {
+    Shared(&'static Schema),
+    Own(Box<Schema>),
+}
+
+/// A schema of `ty` alone; `const` for the shared ones.
+const fn bare(ty: Type, optional: bool) -> Schema {
+    Schema { ty, optional, name: None, version: None, doc: None, parameters: BTreeMap::new(), default: None }
+}
+
+/// The shared schemas: optional and required, of each of these types.
+static SHARED: [[Schema; 2]; 6] = [
+    [bare(Type::Null, true), bare(Type::Null, false)],
+    [bare(Type::Boolean, true), bare(Type::Boolean, false)],
+    [bare(Type::Int32, true), bare(Type::Int32, false)],
+    [bare(Type::Int64, true), bare(Type::Int64, false)],
+    [bare(Type::Float64, true), bare(Type::Float64, false)],
+    [bare(Type::String, true), bare(Type::String, false)],
+];
+
+impl CellSchema {
+    /// The shared schema of `ty` alone, if there is one.
+    pub fn shared(ty: &Type, optional: bool) -> Option<CellSchema> {
+        let i = match ty {
+            Type::Null => 0,
+            Type::Boolean => 1,
+            Type::Int32 => 2,
+            Type::Int64 => 3,
+            Type::Float64 => 4,
+            Type::String => 5,
+            _ => return None,
+        };
+        Some(CellSchema::Shared(&SHARED[i][usize::from(!optional)]))
+    }
+
+    /// Makes the schema required (a key column is never null).
+    fn set_required(&mut self) {
+        match self {
+            CellSchema::Own(schema) => schema.optional = false,
+            CellSchema::Shared(schema) => {
+                if let Some(required) = CellSchema::shared(&schema.ty, false) {
+                    *self = required;
+                }
+            }
+        }
+    }
+}
+
+impl From<Schema> for CellSchema {
+    fn from(schema: Schema) -> Self {
+        match CellSchema::shared(&schema.ty, schema.optional) {
+            Some(shared) if *shared == schema => shared,
+            _ => CellSchema::Own(Box::new(schema)),
+        }
+    }
+}
+
+impl Deref for CellSchema {
+    type Target = Schema;
+
+    fn deref(&self) -> &Schema {
+        match self {
+            CellSchema::Shared(schema) => schema,
+            CellSchema::Own(schema) => schema,
+        }
+    }
+}
+
+impl PartialEq for CellSchema {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
     }
 }
 
 /// What one record writes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub table: String,
+pub struct Row<'a> {
+    pub table: Rc<str>,
     pub op: Op,
     /// The primary key's cells, in `pk.fields` order; never null.
-    pub key: Vec<Cell>,
+    pub key: Vec<Cell<'a>>,
     /// The other cells: the value's fields (those of `fields.whitelist`),
     /// without the key's.
-    pub values: Vec<Cell>,
+    pub values: Vec<Cell<'a>>,
 }
 
-impl Row {
-    pub fn cells(&self) -> impl Iterator<Item = &Cell> {
+impl Row<'_> {
+    pub fn cells(&self) -> impl Iterator<Item = &Cell<'_>> {
         self.key.iter().chain(&self.values)
     }
 }
 
-/// The row of a record, or the reason it cannot be one.
-pub fn build(settings: &Settings, record: &SinkRecord) -> Result<Row, String> {
-    let table = settings.table_for(&record.topic);
-    let decoded = match &record.value {
+/// The row of a record, or the reason it cannot be one; `table` is the
+/// record's (`Settings::table_for` its topic).
+pub fn build<'a>(settings: &'a Settings, record: &'a SinkRecord, table: Rc<str>) -> Result<Row<'a>, String> {
+    let fields = match &record.value {
         None => None,
-        Some(bytes) => {
-            let decoded = read_value(bytes).map_err(|e| format!("the value cannot be read: {e}"))?;
-            // JSON null, or an envelope whose payload is null, is a tombstone too.
-            (!decoded.data.is_null()).then_some(decoded)
-        }
+        Some(bytes) => match plain::read(bytes) {
+            Some(fields) => Some(fields),
+            None => read_fields(bytes)?,
+        },
     };
-    let Some(Decoded { schema, data, declared }) = decoded else {
+    let Some(mut fields) = fields else {
         if !settings.delete_enabled {
             return Err("a tombstone (null value), and delete.enabled=false: nothing to write".into());
         }
-        let key = key_cells(settings, record, None)?;
+        let key = key_cells(settings, record, &mut Vec::new())?;
         return Ok(Row { table, op: Op::Delete, key, values: Vec::new() });
     };
-    let Type::Struct(_) = &schema.ty else {
-        return Err(format!("the value is {}, not a struct or JSON object", article(schema.ty.name())));
-    };
-    // Fields of plain JSON are only what one record had: later ones may lack them.
-    let schema = if declared { schema } else { schema.with_optional_fields() };
-    let fields: Vec<Cell> = schema
-        .fields()
-        .iter()
-        .map(|f| Cell::new(&f.name, f.schema.clone(), data.get(&f.name).cloned().unwrap_or(Data::Null)))
-        .collect();
 
-    let key = key_cells(settings, record, Some(&fields))?;
-    let values: Vec<Cell> = fields
-        .into_iter()
-        .filter(|c| !key.iter().any(|k| k.name == c.name))
-        .filter(|c| settings.whitelist.is_empty() || settings.whitelist.contains(&c.name))
-        .collect();
+    let key = key_cells(settings, record, &mut fields)?;
+    let mut values = fields;
+    values.retain(|c| {
+        !key.iter().any(|k| k.name == c.name)
+            && (settings.whitelist.is_empty() || settings.whitelist.iter().any(|w| *w == c.name))
+    });
     if key.is_empty() && values.is_empty() {
         return Err("the value has no fields to write".into());
     }
@@ -103,56 +175,94 @@ pub fn build(settings: &Settings, record: &SinkRecord) -> Result<Row, String> {
     Ok(Row { table, op, key, values })
 }
 
+/// The fields of a value read as Connect data (an envelope, or plain JSON
+/// that [`plain::read`] leaves), or None for a tombstone: JSON null, or an
+/// envelope whose payload is null.
+fn read_fields(bytes: &[u8]) -> Result<Option<Vec<Cell<'static>>>, String> {
+    let decoded = read_value(bytes).map_err(|e| format!("the value cannot be read: {e}"))?;
+    if decoded.data.is_null() {
+        return Ok(None);
+    }
+    let Decoded { schema, data, declared } = decoded;
+    let Type::Struct(_) = &schema.ty else {
+        return Err(format!("the value is {}, not a struct or JSON object", article(schema.ty.name())));
+    };
+    // Fields of plain JSON are only what one record had: later ones may lack them.
+    let schema = if declared { schema } else { schema.with_optional_fields() };
+    Ok(Some(struct_cells(schema, data)))
+}
+
+/// A struct's fields as cells, moved out of its schema and value.
+fn struct_cells(schema: Schema, data: Data) -> Vec<Cell<'static>> {
+    let Type::Struct(fields) = schema.ty else { return Vec::new() };
+    let mut values = match data {
+        Data::Struct(values) => values,
+        _ => Vec::new(),
+    };
+    fields
+        .into_iter()
+        .enumerate()
+        .map(|(i, field)| {
+            // read_value gives a struct's values in its schema's order.
+            let at = match values.get(i) {
+                Some((name, _)) if *name == field.name => Some(i),
+                _ => values.iter().position(|(name, _)| *name == field.name),
+            };
+            let data = at.map_or(Data::Null, |at| std::mem::replace(&mut values[at].1, Data::Null));
+            Cell::new(field.name, field.schema, data)
+        })
+        .collect()
+}
+
 fn article(name: &str) -> String {
     let vowel = name.starts_with(['a', 'e', 'i', 'o', 'u']);
     format!("{} {name}", if vowel { "an" } else { "a" })
 }
 
-/// The primary key's cells; `fields` are the value's (none for a tombstone).
-fn key_cells(settings: &Settings, record: &SinkRecord, fields: Option<&[Cell]>) -> Result<Vec<Cell>, String> {
-    let named = |defaults: &[&str]| -> Vec<String> {
-        if settings.pk_fields.is_empty() {
-            defaults.iter().map(|s| s.to_string()).collect()
-        } else {
-            settings.pk_fields.clone()
-        }
-    };
-    let cells = match settings.pk_mode {
+/// The primary key's cells; `fields` are the value's (none for a
+/// tombstone), and lose those that `pk.mode=record_value` takes.
+fn key_cells<'a>(
+    settings: &'a Settings,
+    record: &'a SinkRecord,
+    fields: &mut Vec<Cell<'a>>,
+) -> Result<Vec<Cell<'a>>, String> {
+    let mut cells = match settings.pk_mode {
         PkMode::None => Vec::new(),
         PkMode::Kafka => {
-            let names = named(&KAFKA_PK);
+            let name = |i: usize| settings.pk_fields.get(i).map_or(KAFKA_PK[i], String::as_str);
             vec![
-                Cell::new(&names[0], Schema::new(Type::String), Data::String(record.topic.clone())),
-                Cell::new(&names[1], Schema::new(Type::Int32), Data::Int32(record.partition)),
-                Cell::new(&names[2], Schema::new(Type::Int64), Data::Int64(record.offset)),
+                Cell::new(name(0), Schema::new(Type::String), Data::String(record.topic.clone())),
+                Cell::new(name(1), Schema::new(Type::Int32), Data::Int32(record.partition)),
+                Cell::new(name(2), Schema::new(Type::Int64), Data::Int64(record.offset)),
             ]
         }
         PkMode::RecordKey => {
             let Some(bytes) = &record.key else {
                 return Err("the record has no key, and pk.mode=record_key".into());
             };
-            let (schema, data) = read_key(bytes)?;
-            match &schema.ty {
-                Type::Struct(struct_fields) => {
-                    let names = if settings.pk_fields.is_empty() {
-                        struct_fields.iter().map(|f| f.name.clone()).collect()
+            let key = match plain::read(bytes) {
+                Some(fields) => Key::Struct(fields),
+                None => read_key(bytes)?,
+            };
+            match key {
+                Key::Struct(mut key_fields) => {
+                    if settings.pk_fields.is_empty() {
+                        if key_fields.is_empty() {
+                            return Err("the key is a struct without fields".into());
+                        }
+                        key_fields
                     } else {
-                        settings.pk_fields.clone()
-                    };
-                    if names.is_empty() {
-                        return Err("the key is a struct without fields".into());
+                        let mut cells = Vec::with_capacity(settings.pk_fields.len());
+                        for name in &settings.pk_fields {
+                            let Some(cell) = take(&mut key_fields, name) else {
+                                return Err(format!("the key has no field '{name}' (pk.fields)"));
+                            };
+                            cells.push(cell);
+                        }
+                        cells
                     }
-                    let mut cells = Vec::with_capacity(names.len());
-                    for name in &names {
-                        let Some(field) = schema.field(name) else {
-                            return Err(format!("the key has no field '{name}' (pk.fields)"));
-                        };
-                        let data = data.get(name).cloned().unwrap_or(Data::Null);
-                        cells.push(Cell::new(name, field.schema.clone(), data));
-                    }
-                    cells
                 }
-                _ => {
+                Key::Single(schema, data) => {
                     if settings.pk_fields.len() > 1 {
                         return Err(format!(
                             "the key is {}, a single column, and pk.fields names {}",
@@ -160,48 +270,63 @@ fn key_cells(settings: &Settings, record: &SinkRecord, fields: Option<&[Cell]>) 
                             settings.pk_fields.len()
                         ));
                     }
-                    vec![Cell::new(&named(&[KEY_COLUMN])[0], schema, data)]
+                    let name = settings.pk_fields.first().map_or(KEY_COLUMN, String::as_str);
+                    vec![Cell::new(name, schema, data)]
                 }
             }
         }
         PkMode::RecordValue => {
-            let fields = fields.unwrap_or_default();
             if settings.pk_fields.is_empty() {
-                fields.to_vec()
+                std::mem::take(fields)
             } else {
                 let mut cells = Vec::with_capacity(settings.pk_fields.len());
                 for name in &settings.pk_fields {
-                    let Some(cell) = fields.iter().find(|c| &c.name == name) else {
+                    let Some(cell) = take(fields, name) else {
                         return Err(format!("the value has no field '{name}' (pk.fields)"));
                     };
-                    cells.push(cell.clone());
+                    cells.push(cell);
                 }
                 cells
             }
         }
     };
-    let mut cells = cells;
     for cell in &mut cells {
         if cell.data.is_null() {
             return Err(format!("the primary key's field '{}' is null", cell.name));
         }
         // A key column is never null.
-        cell.schema.optional = false;
+        cell.schema.set_required();
     }
     Ok(cells)
 }
 
-/// A key as Connect data. A key that is not JSON is its text as a string
-/// (as StringConverter gives it), or its bytes when not UTF-8.
-fn read_key(bytes: &[u8]) -> Result<(Schema, Data), String> {
-    match read_value(bytes) {
-        Ok(decoded) => Ok((decoded.schema, decoded.data)),
+/// Moves the cell called `name` out of `cells`.
+fn take<'a>(cells: &mut Vec<Cell<'a>>, name: &str) -> Option<Cell<'a>> {
+    let i = cells.iter().position(|c| c.name == name)?;
+    Some(cells.remove(i))
+}
+
+/// A record's key: a struct's fields, or one value.
+enum Key<'a> {
+    Struct(Vec<Cell<'a>>),
+    Single(Schema, Data),
+}
+
+/// A key as Connect data. A key that is not JSON is its text (as
+/// StringConverter gives it), or its bytes when not UTF-8.
+fn read_key(bytes: &[u8]) -> Result<Key<'static>, String> {
+    let (schema, data) = match read_value(bytes) {
+        Ok(decoded) => (decoded.schema, decoded.data),
         Err(e) if e.path.is_empty() && e.message.starts_with("not JSON") => match std::str::from_utf8(bytes) {
-            Ok(text) => Ok((Schema::new(Type::String), Data::String(text.to_string()))),
-            Err(_) => Ok((Schema::new(Type::Bytes), Data::Bytes(bytes.to_vec()))),
+            Ok(text) => (Schema::new(Type::String), Data::String(text.to_string())),
+            Err(_) => (Schema::new(Type::Bytes), Data::Bytes(bytes.to_vec())),
         },
-        Err(e) => Err(format!("the key cannot be read: {e}")),
-    }
+        Err(e) => return Err(format!("the key cannot be read: {e}")),
+    };
+    Ok(match schema.ty {
+        Type::Struct(_) => Key::Struct(struct_cells(schema, data)),
+        _ => Key::Single(schema, data),
+    })
 }
 
 #[cfg(test)]
@@ -231,14 +356,24 @@ mod tests {
         }
     }
 
-    fn names(cells: &[Cell]) -> Vec<&str> {
-        cells.iter().map(|c| c.name.as_str()).collect()
+    /// [`super::build`], its row owning its names (the records and
+    /// settings here are temporaries).
+    fn build(settings: &Settings, record: &SinkRecord) -> Result<Row<'static>, String> {
+        let owned = |cells: Vec<Cell>| -> Vec<Cell<'static>> {
+            cells.into_iter().map(|c| Cell::new(c.name.into_owned(), c.schema, c.data)).collect()
+        };
+        let row = super::build(settings, record, settings.table_for(&record.topic).into())?;
+        Ok(Row { table: row.table, op: row.op, key: owned(row.key), values: owned(row.values) })
+    }
+
+    fn names<'a>(cells: &'a [Cell]) -> Vec<&'a str> {
+        cells.iter().map(|c| c.name.as_ref()).collect()
     }
 
     #[test]
     fn pk_none_writes_every_value_field() {
         let row = build(&settings(&[]), &record(Some("k"), Some(r#"{"id": 1, "name": "a", "gone": null}"#))).unwrap();
-        assert_eq!((row.table.as_str(), row.op), ("orders", Op::Insert));
+        assert_eq!((&*row.table, row.op), ("orders", Op::Insert));
         assert!(row.key.is_empty());
         assert_eq!(names(&row.values), ["gone", "id", "name"]);
         // Plain JSON: every field optional (later records may lack it).
@@ -387,6 +522,6 @@ mod tests {
     #[test]
     fn schema_table_formats() {
         let s = settings(&[("table.name.format", "kafka.${topic}_v1")]);
-        assert_eq!(build(&s, &record(None, Some("{\"a\":1}"))).unwrap().table, "kafka.orders_v1");
+        assert_eq!(&*build(&s, &record(None, Some("{\"a\":1}"))).unwrap().table, "kafka.orders_v1");
     }
 }

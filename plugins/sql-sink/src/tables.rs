@@ -2,6 +2,7 @@
 //! cached per table and read again after DDL; missing tables created
 //! (`auto.create`) and missing columns added (`auto.evolve`).
 
+use crate::bind::{self, Kind};
 use crate::config::{Settings, check_table_name};
 use crate::db::Db;
 use crate::dialect::{ColumnDef, Sql};
@@ -18,30 +19,38 @@ pub struct TableInfo {
     /// `copy-in` take).
     pub catalog: String,
     pub columns: Vec<Column>,
+    /// What each column holds, from its type: read once, not per value.
+    pub kinds: Vec<Kind>,
     /// Columns by name, and by lower-case name when only one has it.
     exact: HashMap<String, usize>,
     folded: HashMap<String, Option<usize>>,
 }
 
 impl TableInfo {
-    pub fn new(catalog: String, columns: Vec<Column>) -> Self {
+    pub fn new(dialect: Dialect, catalog: String, columns: Vec<Column>) -> Self {
+        let kinds = columns.iter().map(|c| bind::kind(dialect, &c.data_type)).collect();
         let mut exact = HashMap::with_capacity(columns.len());
         let mut folded: HashMap<String, Option<usize>> = HashMap::with_capacity(columns.len());
         for (i, column) in columns.iter().enumerate() {
             exact.insert(column.name.clone(), i);
             folded.entry(column.name.to_lowercase()).and_modify(|seen| *seen = None).or_insert(Some(i));
         }
-        TableInfo { catalog, columns, exact, folded }
+        TableInfo { catalog, columns, kinds, exact, folded }
     }
 
-    /// The column of a field: the same name, else the one column whose name
-    /// differs only in case (a database that folded an unquoted name).
+    /// The index of a field's column: the same name, else the one column
+    /// whose name differs only in case (a database that folded an unquoted
+    /// name).
+    pub fn index(&self, name: &str) -> Option<usize> {
+        match self.exact.get(name) {
+            Some(&i) => Some(i),
+            None => *self.folded.get(&name.to_lowercase())?,
+        }
+    }
+
+    /// The column of a field (see [`TableInfo::index`]).
     pub fn column(&self, name: &str) -> Option<&Column> {
-        let i = match self.exact.get(name) {
-            Some(&i) => i,
-            None => (*self.folded.get(&name.to_lowercase())?)?,
-        };
-        Some(&self.columns[i])
+        self.index(name).map(|i| &self.columns[i])
     }
 }
 
@@ -71,7 +80,7 @@ impl Tables {
         sql: &Sql,
         settings: &Settings,
         table: &str,
-        rows: &[&Row],
+        rows: &[&Row<'_>],
     ) -> Result<(), TaskError> {
         check_table_name(table, settings.quote)
             .map_err(|e| TaskError::Fatal(format!("table.name.format gives no usable table name: {e}")))?;
@@ -79,7 +88,7 @@ impl Tables {
         if !self.cache.contains_key(table) {
             match db.describe_table(&catalog)? {
                 Some(columns) => {
-                    self.cache.insert(table.to_string(), TableInfo::new(catalog.clone(), columns));
+                    self.cache.insert(table.to_string(), TableInfo::new(sql.dialect, catalog.clone(), columns));
                 }
                 None => {
                     if !settings.auto_create {
@@ -98,7 +107,7 @@ impl Tables {
                     // that it exists now.
                     match db.describe_table(&catalog)? {
                         Some(columns) => {
-                            self.cache.insert(table.to_string(), TableInfo::new(catalog.clone(), columns));
+                            self.cache.insert(table.to_string(), TableInfo::new(sql.dialect, catalog.clone(), columns));
                         }
                         None => {
                             return Err(created.err().unwrap_or_else(|| {
@@ -114,7 +123,7 @@ impl Tables {
 
         let info = &self.cache[table];
         let mut missing: Vec<ColumnDef> = Vec::new();
-        let mut previous: Option<&Row> = None;
+        let mut previous: Option<&Row<'_>> = None;
         for &row in rows {
             // Consecutive records mostly have the same fields: check those once.
             let same = previous.is_some_and(|p| typed_fields(p).eq(typed_fields(row)));
@@ -129,7 +138,7 @@ impl Tables {
                     continue;
                 }
                 if let Some(ty) = sql.column_type(&cell.schema, i < row.key.len()) {
-                    missing.push(ColumnDef { name: cell.name.clone(), ty, not_null: false });
+                    missing.push(ColumnDef { name: cell.name.to_string(), ty, not_null: false });
                 }
             }
         }
@@ -153,7 +162,7 @@ impl Tables {
             }
         }
         let columns = db.describe_table(&catalog)?.unwrap_or_default();
-        let info = TableInfo::new(catalog, columns);
+        let info = TableInfo::new(sql.dialect, catalog, columns);
         let absent: Vec<&str> = names.iter().copied().filter(|n| info.column(n).is_none()).collect();
         self.cache.insert(table.to_string(), info);
         if !absent.is_empty() {
@@ -166,8 +175,8 @@ impl Tables {
 }
 
 /// A row's field names, each with whether its type is known.
-fn typed_fields(row: &Row) -> impl Iterator<Item = (&String, bool)> {
-    row.cells().map(|c| (&c.name, c.schema.ty != Type::Null))
+fn typed_fields<'r>(row: &'r Row<'_>) -> impl Iterator<Item = (&'r str, bool)> {
+    row.cells().map(|c| (c.name.as_ref(), c.schema.ty != Type::Null))
 }
 
 /// The name to look a table up by: PostgreSQL folds unquoted names to
@@ -179,13 +188,14 @@ fn catalog_name(sql: &Sql, table: &str) -> String {
 /// The columns and primary key of a table for `rows`: the first row's key,
 /// then every field with a type in the order first seen, NOT NULL when its
 /// schema is required.
-fn definitions(sql: &Sql, rows: &[&Row]) -> (Vec<ColumnDef>, Vec<String>) {
+fn definitions(sql: &Sql, rows: &[&Row<'_>]) -> (Vec<ColumnDef>, Vec<String>) {
     let mut columns: Vec<ColumnDef> = Vec::new();
-    let keys: Vec<String> = rows.first().map(|r| r.key.iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
+    let keys: Vec<String> =
+        rows.first().map(|r| r.key.iter().map(|c| c.name.to_string()).collect()).unwrap_or_default();
     if let Some(first) = rows.first() {
         for cell in &first.key {
             if let Some(ty) = sql.column_type(&cell.schema, true) {
-                columns.push(ColumnDef { name: cell.name.clone(), ty, not_null: true });
+                columns.push(ColumnDef { name: cell.name.to_string(), ty, not_null: true });
             }
         }
     }
@@ -194,8 +204,8 @@ fn definitions(sql: &Sql, rows: &[&Row]) -> (Vec<ColumnDef>, Vec<String>) {
             if cell.schema.ty == Type::Null || columns.iter().any(|c| c.name.eq_ignore_ascii_case(&cell.name)) {
                 continue;
             }
-            if let Some(ty) = sql.column_type(&cell.schema, keys.contains(&cell.name)) {
-                columns.push(ColumnDef { name: cell.name.clone(), ty, not_null: !cell.schema.optional });
+            if let Some(ty) = sql.column_type(&cell.schema, keys.iter().any(|k| *k == cell.name)) {
+                columns.push(ColumnDef { name: cell.name.to_string(), ty, not_null: !cell.schema.optional });
             }
         }
     }

@@ -10,7 +10,9 @@ use crate::rows::Op;
 use spillway_sdk::sql::{BatchOutcome, RowFailure, Statement, Value};
 use spillway_sdk::{Outcome, PutReport, TaskError};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::ops::Range;
+use std::rc::Rc;
 
 use crate::db::Db;
 
@@ -18,42 +20,104 @@ use crate::db::Db;
 /// and PostgreSQL's and MySQL's 65535.
 pub const MAX_PARAMS: usize = 30_000;
 
-/// A row ready to write: its columns (as the catalogue names them) and
-/// their parameters.
-#[derive(Clone, Debug)]
-pub struct Bound {
-    /// The record's index in the batch.
-    pub record: usize,
+/// The table and columns of bound rows, shared by the rows that write the
+/// same ones.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Layout {
     /// The table as `table.name.format` gives it (for SQL text).
     pub table: String,
     /// The table as the catalogue names it (for `copy-in`).
     pub catalog: String,
+    /// The key's columns, then the others, as the catalogue names them.
+    pub columns: Vec<String>,
+    /// How many of `columns` are the key's.
+    pub key_len: usize,
+}
+
+impl Layout {
+    pub fn key(&self) -> &[String] {
+        &self.columns[..self.key_len]
+    }
+
+    pub fn vals(&self) -> &[String] {
+        &self.columns[self.key_len..]
+    }
+
+    /// Whether rows of both go to one `copy-in`.
+    fn same_copy(self: &Rc<Self>, other: &Rc<Layout>) -> bool {
+        Rc::ptr_eq(self, other) || (self.catalog == other.catalog && self.columns == other.columns)
+    }
+}
+
+/// A row ready to write: its layout's columns' parameters.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    /// The record's index in the batch.
+    pub record: usize,
     pub op: Op,
-    pub key_cols: Vec<String>,
-    pub val_cols: Vec<String>,
-    pub key: Vec<Value>,
-    pub vals: Vec<Value>,
+    pub layout: Rc<Layout>,
+    /// One per column of the layout, the key's first. While a statement
+    /// runs, it holds them (see [`statement`]).
+    pub params: Vec<Value>,
 }
 
 impl Bound {
-    fn columns(&self) -> Vec<String> {
-        self.key_cols.iter().chain(&self.val_cols).cloned().collect()
-    }
-
-    fn params(&self) -> impl Iterator<Item = Value> + '_ {
-        self.key.iter().chain(&self.vals).cloned()
-    }
-
     fn same_run(&self, other: &Bound) -> bool {
-        self.table == other.table
-            && self.op == other.op
-            && self.key_cols == other.key_cols
-            && self.val_cols == other.val_cols
+        self.op == other.op && (Rc::ptr_eq(&self.layout, &other.layout) || self.layout == other.layout)
     }
 
-    /// The key's values, comparable.
-    fn key_text(&self) -> String {
-        format!("{:?}", self.key)
+    fn key(&self) -> KeyValues<'_> {
+        KeyValues(&self.params[..self.layout.key_len])
+    }
+}
+
+/// A row's key, to find upserts of the same key: equal when each value is
+/// the same variant holding the same content (floats by their bits, every
+/// NaN alike).
+struct KeyValues<'a>(&'a [Value]);
+
+/// A float's bits, every NaN the same.
+fn float_bits(v: f64) -> u64 {
+    if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() }
+}
+
+impl PartialEq for KeyValues<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(other.0).all(|pair| match pair {
+                (Value::Null, Value::Null) => true,
+                (Value::Boolean(a), Value::Boolean(b)) => a == b,
+                (Value::Int(a), Value::Int(b))
+                | (Value::Time(a), Value::Time(b))
+                | (Value::Timestamp(a), Value::Timestamp(b)) => a == b,
+                (Value::Date(a), Value::Date(b)) => a == b,
+                (Value::Double(a), Value::Double(b)) => float_bits(*a) == float_bits(*b),
+                (Value::Text(a), Value::Text(b))
+                | (Value::Json(a), Value::Json(b))
+                | (Value::Uuid(a), Value::Uuid(b))
+                | (Value::Decimal(a), Value::Decimal(b)) => a == b,
+                (Value::Bytes(a), Value::Bytes(b)) => a == b,
+                _ => false,
+            })
+    }
+}
+
+impl Eq for KeyValues<'_> {}
+
+impl Hash for KeyValues<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for value in self.0 {
+            std::mem::discriminant(value).hash(state);
+            match value {
+                Value::Null => {}
+                Value::Boolean(v) => v.hash(state),
+                Value::Int(v) | Value::Time(v) | Value::Timestamp(v) => v.hash(state),
+                Value::Date(v) => v.hash(state),
+                Value::Double(v) => float_bits(*v).hash(state),
+                Value::Text(v) | Value::Json(v) | Value::Uuid(v) | Value::Decimal(v) => v.hash(state),
+                Value::Bytes(v) => v.hash(state),
+            }
+        }
     }
 }
 
@@ -101,18 +165,35 @@ pub fn runs(bound: &[Bound]) -> Vec<Range<usize>> {
     runs
 }
 
-/// One statement's rows: slots of indexes into the bound rows. A slot's
-/// last row is the one written; the earlier ones are upserts of the same
-/// key that it supersedes (settled with it, or written in its place if it
-/// is refused).
+/// A row a statement writes (an index into the bound rows), with the
+/// upserts of the same key that it supersedes, in order: settled with it,
+/// or written in its place if it is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub row: usize,
+    pub superseded: Vec<usize>,
+}
+
+impl Slot {
+    fn new(row: usize) -> Self {
+        Slot { row, superseded: Vec::new() }
+    }
+
+    /// Every row of the slot, the one written last.
+    pub fn rows(&self) -> impl Iterator<Item = usize> + '_ {
+        self.superseded.iter().copied().chain([self.row])
+    }
+}
+
+/// One statement's rows.
 #[derive(Clone, Debug)]
 pub struct Chunk {
-    pub slots: Vec<Vec<usize>>,
+    pub slots: Vec<Slot>,
 }
 
 impl Chunk {
     fn lead<'a>(&self, bound: &'a [Bound]) -> &'a Bound {
-        &bound[*self.slots[0].last().expect("slots are never empty")]
+        &bound[self.slots[0].row]
     }
 }
 
@@ -122,27 +203,36 @@ impl Chunk {
 /// and at most [`MAX_PARAMS`] parameters, in a multi-row statement.
 pub fn chunks(bound: &[Bound], run: Range<usize>, batch_size: usize) -> Vec<Chunk> {
     let first = &bound[run.start];
-    let slots: Vec<Vec<usize>> = if first.op == Op::Upsert {
-        let mut by_key: HashMap<String, usize> = HashMap::new();
-        let mut slots: Vec<Vec<usize>> = Vec::new();
+    let slots: Vec<Slot> = if first.op == Op::Upsert {
+        let mut by_key: HashMap<KeyValues, usize> = HashMap::with_capacity(run.len());
+        let mut slots: Vec<Slot> = Vec::with_capacity(run.len());
         for i in run {
-            match by_key.get(&bound[i].key_text()) {
-                Some(&slot) => slots[slot].push(i),
+            match by_key.get(&bound[i].key()) {
+                Some(&s) => {
+                    let slot = &mut slots[s];
+                    slot.superseded.push(slot.row);
+                    slot.row = i;
+                }
                 None => {
-                    by_key.insert(bound[i].key_text(), slots.len());
-                    slots.push(vec![i]);
+                    by_key.insert(bound[i].key(), slots.len());
+                    slots.push(Slot::new(i));
                 }
             }
         }
         slots
     } else {
-        run.map(|i| vec![i]).collect()
+        run.map(Slot::new).collect()
     };
     let per_statement = match first.op {
-        Op::Insert | Op::Upsert => batch_size.min((MAX_PARAMS / first.columns().len().max(1)).max(1)),
+        Op::Insert | Op::Upsert => batch_size.min((MAX_PARAMS / first.layout.columns.len().max(1)).max(1)),
         Op::Update | Op::Delete => batch_size,
     };
-    slots.chunks(per_statement).map(|s| Chunk { slots: s.to_vec() }).collect()
+    let mut slots = slots.into_iter().peekable();
+    let mut chunks = Vec::new();
+    while slots.peek().is_some() {
+        chunks.push(Chunk { slots: slots.by_ref().take(per_statement).collect() });
+    }
+    chunks
 }
 
 /// Whether a chunk's statement runs once per row (so that a failure's
@@ -151,24 +241,58 @@ fn per_row(op: Op) -> bool {
     matches!(op, Op::Update | Op::Delete)
 }
 
-/// The statement of a chunk.
-pub fn statement(sql: &Sql, bound: &[Bound], chunk: &Chunk) -> Statement {
+/// The statement of a chunk. It takes the parameters of the rows it
+/// writes; [`give_back`] returns them.
+pub fn statement(sql: &Sql, bound: &mut [Bound], chunk: &Chunk) -> Statement {
     let lead = chunk.lead(bound);
-    let live = chunk.slots.iter().map(|slot| &bound[*slot.last().expect("slots are never empty")]);
-    match lead.op {
+    let (op, layout) = (lead.op, Rc::clone(&lead.layout));
+    match op {
         Op::Insert | Op::Upsert => {
-            let upsert = (lead.op == Op::Upsert).then_some(lead.key_cols.as_slice());
-            Statement {
-                sql: sql.insert(&lead.table, &lead.columns(), chunk.slots.len(), upsert),
-                rows: vec![live.flat_map(Bound::params).collect()],
+            let mut params = Vec::with_capacity(chunk.slots.len() * layout.columns.len());
+            for slot in &chunk.slots {
+                params.append(&mut bound[slot.row].params);
             }
+            let upsert = (op == Op::Upsert).then_some(layout.key());
+            Statement { sql: sql.insert(&layout.table, &layout.columns, chunk.slots.len(), upsert), rows: vec![params] }
         }
         Op::Update => Statement {
-            sql: sql.update(&lead.table, &lead.val_cols, &lead.key_cols),
-            rows: live.map(|b| b.vals.iter().chain(&b.key).cloned().collect()).collect(),
+            sql: sql.update(&layout.table, layout.vals(), layout.key()),
+            // The set columns' values, then the key's.
+            rows: chunk
+                .slots
+                .iter()
+                .map(|slot| {
+                    let mut params = std::mem::take(&mut bound[slot.row].params);
+                    params.rotate_left(layout.key_len);
+                    params
+                })
+                .collect(),
         },
-        Op::Delete => {
-            Statement { sql: sql.delete(&lead.table, &lead.key_cols), rows: live.map(|b| b.key.clone()).collect() }
+        Op::Delete => Statement {
+            sql: sql.delete(&layout.table, layout.key()),
+            rows: chunk.slots.iter().map(|slot| std::mem::take(&mut bound[slot.row].params)).collect(),
+        },
+    }
+}
+
+/// Returns the parameters a chunk's statement took to its rows.
+fn give_back(statement: Statement, bound: &mut [Bound], chunk: &Chunk) {
+    let lead = chunk.lead(bound);
+    let (op, width, key_len) = (lead.op, lead.layout.columns.len(), lead.layout.key_len);
+    match op {
+        Op::Insert | Op::Upsert => {
+            let mut params = statement.rows.into_iter().flatten();
+            for slot in &chunk.slots {
+                bound[slot.row].params.extend(params.by_ref().take(width));
+            }
+        }
+        Op::Update | Op::Delete => {
+            for (slot, mut params) in chunk.slots.iter().zip(statement.rows) {
+                if op == Op::Update {
+                    params.rotate_right(key_len);
+                }
+                bound[slot.row].params = params;
+            }
         }
     }
 }
@@ -188,7 +312,7 @@ fn refused(failure: &RowFailure) -> String {
 pub fn write_batch(
     db: &mut dyn Db,
     sql: &Sql,
-    bound: &[Bound],
+    bound: &mut [Bound],
     mut chunks: Vec<Chunk>,
     outcomes: &mut Outcomes,
 ) -> Result<(), TaskError> {
@@ -198,7 +322,7 @@ pub fn write_batch(
         let statements: Vec<Statement> = chunks.iter().map(|c| statement(sql, bound, c)).collect();
         let failure = match db.execute_batch(&statements)? {
             BatchOutcome::Committed(_) => {
-                for &b in chunks.iter().flat_map(|c| &c.slots).flatten() {
+                for b in chunks.iter().flat_map(|c| &c.slots).flat_map(Slot::rows) {
                     outcomes.settle(bound[b].record, Outcome::Accept);
                 }
                 if attempts > 1 {
@@ -208,11 +332,14 @@ pub fn write_batch(
             }
             BatchOutcome::RowFailed(failure) => failure,
         };
+        let count = statements.len();
+        for (statement, chunk) in statements.into_iter().zip(&chunks) {
+            give_back(statement, bound, chunk);
+        }
         let i = failure.statement as usize;
         let Some(chunk) = chunks.get_mut(i) else {
             return Err(TaskError::Fatal(format!(
-                "the database refused a row of statement {i}, but the batch had {} statements: {}",
-                statements.len(),
+                "the database refused a row of statement {i}, but the batch had {count} statements: {}",
                 failure.message
             )));
         };
@@ -225,10 +352,13 @@ pub fn write_batch(
         };
         match named {
             Some(s) => {
-                let b = chunk.slots[s].pop().expect("slots are never empty");
-                outcomes.settle(bound[b].record, Outcome::Reject(refused(&failure)));
-                if chunk.slots[s].is_empty() {
-                    chunk.slots.remove(s);
+                let slot = &mut chunk.slots[s];
+                outcomes.settle(bound[slot.row].record, Outcome::Reject(refused(&failure)));
+                match slot.superseded.pop() {
+                    Some(previous) => slot.row = previous,
+                    None => {
+                        chunk.slots.remove(s);
+                    }
                 }
                 if chunk.slots.is_empty() {
                     chunks.remove(i);
@@ -252,46 +382,60 @@ pub fn write_batch(
 /// retriable error ends there (`Ok(None)`), a fatal one is handed back to
 /// fail the task on its next call (`Ok(Some(error))`). When nothing was
 /// committed, the error is returned as it is.
-pub fn write_copies(db: &mut dyn Db, bound: &[Bound], outcomes: &mut Outcomes) -> Result<Option<TaskError>, TaskError> {
-    let mut groups: Vec<(&str, Vec<String>, Vec<usize>)> = Vec::new();
-    for (i, b) in bound.iter().enumerate() {
-        let columns = b.columns();
-        match groups.iter_mut().find(|(t, c, _)| *t == b.catalog && *c == columns) {
-            Some(group) => group.2.push(i),
-            None => groups.push((&b.catalog, columns, vec![i])),
+pub fn write_copies(
+    db: &mut dyn Db,
+    bound: &mut [Bound],
+    outcomes: &mut Outcomes,
+) -> Result<Option<TaskError>, TaskError> {
+    /// The rows of one table and column set, taken from the bound rows.
+    struct Group {
+        layout: Rc<Layout>,
+        records: Vec<usize>,
+        rows: Vec<Vec<Value>>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    for b in bound.iter_mut() {
+        let params = std::mem::take(&mut b.params);
+        match groups.iter_mut().find(|g| g.layout.same_copy(&b.layout)) {
+            Some(group) => {
+                group.records.push(b.record);
+                group.rows.push(params);
+            }
+            None => groups.push(Group { layout: Rc::clone(&b.layout), records: vec![b.record], rows: vec![params] }),
         }
     }
     let mut committed = false;
-    for (table, columns, rows) in &groups {
-        let mut pending: VecDeque<Vec<usize>> = VecDeque::from([rows.clone()]);
-        while let Some(part) = pending.pop_front() {
-            let values: Vec<Vec<Value>> = part.iter().map(|&b| bound[b].params().collect()).collect();
-            match db.copy_in(table, columns, &values) {
+    for Group { layout, mut records, mut rows } in groups {
+        let table = &layout.catalog;
+        // The parts still to copy are in the order of their rows (`pending`
+        // holds their lengths), so each starts at `done`, the first row not
+        // yet settled. A refused row is taken out of `rows`: every part is
+        // one slice of it, copied without cloning a value.
+        let mut done = 0;
+        let mut pending: VecDeque<usize> = VecDeque::from([rows.len()]);
+        while let Some(len) = pending.pop_front() {
+            let part = done..done + len;
+            match db.copy_in(table, &layout.columns, &rows[part.clone()]) {
                 Ok(BatchOutcome::Committed(_)) => {
                     committed = true;
-                    for &b in &part {
-                        outcomes.settle(bound[b].record, Outcome::Accept);
+                    for &record in &records[part] {
+                        outcomes.settle(record, Outcome::Accept);
                     }
+                    done += len;
                 }
                 Ok(BatchOutcome::RowFailed(failure)) => {
-                    let named = if part.len() == 1 {
-                        Some(0)
-                    } else {
-                        failure.row.map(|r| r as usize).filter(|&r| r < part.len())
-                    };
+                    let named = if len == 1 { Some(0) } else { failure.row.map(|r| r as usize).filter(|&r| r < len) };
                     match named {
                         Some(r) => {
-                            outcomes.settle(bound[part[r]].record, Outcome::Reject(refused(&failure)));
-                            let rest: Vec<usize> =
-                                part.iter().enumerate().filter(|&(j, _)| j != r).map(|(_, &b)| b).collect();
-                            if !rest.is_empty() {
-                                pending.push_front(rest);
+                            outcomes.settle(records.remove(done + r), Outcome::Reject(refused(&failure)));
+                            rows.remove(done + r);
+                            if len > 1 {
+                                pending.push_front(len - 1);
                             }
                         }
                         None => {
-                            let (first, second) = part.split_at(part.len() / 2);
-                            pending.push_front(second.to_vec());
-                            pending.push_front(first.to_vec());
+                            pending.push_front(len - len / 2);
+                            pending.push_front(len / 2);
                         }
                     }
                 }
@@ -304,7 +448,7 @@ pub fn write_copies(db: &mut dyn Db, bound: &[Bound], outcomes: &mut Outcomes) -
                         "copy into {table} failed after other rows of the batch were written: {message}"
                     ));
                     let reason = format!("not written: copy into {table} failed: {message}");
-                    for b in bound {
+                    for b in bound.iter() {
                         if !outcomes.is_settled(b.record) {
                             outcomes.settle(b.record, Outcome::Retry(reason.clone()));
                         }
@@ -325,15 +469,17 @@ mod tests {
     use super::*;
 
     fn bound(record: usize, table: &str, op: Op, key: &[(&str, i64)], vals: &[&str]) -> Bound {
+        let columns = key.iter().map(|(c, _)| c.to_string()).chain(vals.iter().map(|c| c.to_string())).collect();
+        let layout = Layout { table: table.into(), catalog: table.into(), columns, key_len: key.len() };
         Bound {
             record,
-            table: table.into(),
-            catalog: table.into(),
             op,
-            key_cols: key.iter().map(|(c, _)| c.to_string()).collect(),
-            val_cols: vals.iter().map(|c| c.to_string()).collect(),
-            key: key.iter().map(|(_, v)| Value::Int(*v)).collect(),
-            vals: vals.iter().map(|_| Value::Text(format!("v{record}"))).collect(),
+            layout: Rc::new(layout),
+            params: key
+                .iter()
+                .map(|(_, v)| Value::Int(*v))
+                .chain(vals.iter().map(|_| Value::Text(format!("v{record}"))))
+                .collect(),
         }
     }
 
@@ -356,25 +502,41 @@ mod tests {
 
     #[test]
     fn upsert_chunks_keep_the_last_row_of_each_key() {
-        let rows: Vec<Bound> = [1, 2, 1, 3, 2, 1]
+        let mut rows: Vec<Bound> = [1, 2, 1, 3, 2, 1]
             .iter()
             .enumerate()
             .map(|(i, k)| bound(i, "t", Op::Upsert, &[("id", *k)], &["x"]))
             .collect();
         let chunks = chunks(&rows, 0..6, 2);
-        let slots: Vec<Vec<Vec<usize>>> = chunks.iter().map(|c| c.slots.clone()).collect();
+        let slots: Vec<Vec<Vec<usize>>> =
+            chunks.iter().map(|c| c.slots.iter().map(|s| s.rows().collect()).collect()).collect();
         assert_eq!(slots, [vec![vec![0, 2, 5], vec![1, 4]], vec![vec![3]]]);
         let sql = Sql::new(spillway_sdk::sql::Dialect::Postgres, true);
-        let statement = statement(&sql, &rows, &chunks[0]);
-        assert_eq!(
-            format!("{:?}", statement.rows),
-            r#"[[Value::Int(1), Value::Text("v5"), Value::Int(2), Value::Text("v4")]]"#
-        );
+        let taken = statement(&sql, &mut rows, &chunks[0]);
+        let params = r#"[[Value::Int(1), Value::Text("v5"), Value::Int(2), Value::Text("v4")]]"#;
+        assert_eq!(format!("{:?}", taken.rows), params);
+        // Given back, the same statement again.
+        give_back(taken, &mut rows, &chunks[0]);
+        assert_eq!(format!("{:?}", statement(&sql, &mut rows, &chunks[0]).rows), params);
         // Inserts and updates keep every row.
-        let rows: Vec<Bound> =
+        let mut rows: Vec<Bound> =
             [1, 1, 1].iter().enumerate().map(|(i, k)| bound(i, "t", Op::Update, &[("id", *k)], &["x"])).collect();
         let chunks = super::chunks(&rows, 0..3, 10);
-        assert_eq!(chunks[0].slots, [vec![0], vec![1], vec![2]]);
-        assert_eq!(super::statement(&sql, &rows, &chunks[0]).rows.len(), 3);
+        assert_eq!(chunks[0].slots, [Slot::new(0), Slot::new(1), Slot::new(2)]);
+        let taken = super::statement(&sql, &mut rows, &chunks[0]);
+        assert_eq!(format!("{:?}", taken.rows[2]), r#"[Value::Text("v2"), Value::Int(1)]"#);
+        give_back(taken, &mut rows, &chunks[0]);
+        assert_eq!(format!("{:?}", rows[2].params), r#"[Value::Int(1), Value::Text("v2")]"#);
+    }
+
+    #[test]
+    fn keys_are_equal_as_their_values_are_the_same() {
+        let same = |a: Value, b: Value| KeyValues(&[a]) == KeyValues(&[b]);
+        assert!(same(Value::Int(1), Value::Int(1)));
+        assert!(!same(Value::Int(1), Value::Text("1".into())));
+        assert!(!same(Value::Text("a".into()), Value::Json("a".into())));
+        assert!(!same(Value::Double(0.0), Value::Double(-0.0)));
+        assert!(same(Value::Double(f64::NAN), Value::Double(-f64::NAN)));
+        assert!(KeyValues(&[Value::Int(1), Value::Null]) != KeyValues(&[Value::Int(1)]));
     }
 }
