@@ -7,6 +7,7 @@ use super::catalog::{quote, quote_name};
 use super::failure::{Failure, classify, copy_line};
 use super::grant::Pool;
 use super::tx::Tx;
+use super::values::push_copy_text;
 use crate::capabilities::errors::Error;
 
 /// How much text is sent to the server at a time.
@@ -51,14 +52,10 @@ pub async fn copy_in(
             if c > 0 {
                 text.push('\t');
             }
-            match super::values::copy_text(value) {
-                Ok(None) => text.push_str("\\N"),
-                Ok(Some(value)) => push_escaped(&mut text, &value),
-                Err(why) => {
-                    let _ = copy.abort(why.clone()).await;
-                    let message = format!("column {}: {why}", columns[c]);
-                    return Err(CopyFailure::Row { row: Some(r as u32), code: None, message });
-                }
+            if let Err(why) = push_copy_text(&mut text, value) {
+                let _ = copy.abort(why.clone()).await;
+                let message = format!("column {}: {why}", columns[c]);
+                return Err(CopyFailure::Row { row: Some(r as u32), code: None, message });
             }
         }
         text.push('\n');
@@ -74,20 +71,6 @@ pub async fn copy_in(
         let line = copy_line(&e);
         blame(classify(e), line)
     })
-}
-
-/// COPY's text format: backslash, tab and line ends escaped, so that every
-/// row is one line.
-fn push_escaped(out: &mut String, value: &str) {
-    for ch in value.chars() {
-        match ch {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            ch => out.push(ch),
-        }
-    }
 }
 
 fn blame(failure: Failure, row: Option<u32>) -> CopyFailure {

@@ -109,9 +109,14 @@ pub fn bind_postgres(args: &mut PgArguments, oid: u32, value: &Value) -> Result<
         (FLOAT4, v) => args.add(double(v)? as f32),
         (FLOAT8, v) => args.add(double(v)?),
         (NUMERIC, v) => args.add(decimal(v)?),
+        // Borrowed, not copied: this runs for every value of every row.
+        (
+            TEXT | VARCHAR | BPCHAR | NAME | UNKNOWN,
+            Value::Text(s) | Value::Json(s) | Value::Uuid(s) | Value::Decimal(s),
+        ) => args.add(s.as_str()),
         (TEXT | VARCHAR | BPCHAR | NAME | UNKNOWN, v) => args.add(text(v)?),
-        (BYTEA, Value::Bytes(b)) => args.add(b.clone()),
-        (BYTEA, Value::Text(s)) => args.add(s.as_bytes().to_vec()),
+        (BYTEA, Value::Bytes(b)) => args.add(b.as_slice()),
+        (BYTEA, Value::Text(s)) => args.add(s.as_bytes()),
         (JSON, v) => args.add(Raw { oid, bytes: Some(json(v)?.into_bytes()) }),
         // jsonb's binary form: a version byte, then the text.
         (JSONB, v) => args.add(Raw { oid, bytes: Some([&[1u8][..], json(v)?.as_bytes()].concat()) }),
@@ -156,18 +161,48 @@ pub fn bind_sqlite(args: &mut sqlx::sqlite::SqliteArguments<'_>, value: &Value) 
     added.map_err(|e| e.to_string())
 }
 
-/// A value as PostgreSQL's COPY reads it into a column of any type, before
-/// the text format's escaping; none for NULL.
-pub fn copy_text(value: &Value) -> Result<Option<String>, String> {
-    Ok(match value {
-        Value::Null => None,
-        Value::Boolean(b) => Some(if *b { "t" } else { "f" }.to_string()),
-        Value::Bytes(b) => Some(format!("\\x{}", hex::encode(b))),
-        Value::Double(d) if d.is_nan() => Some("NaN".to_string()),
-        Value::Double(d) if d.is_infinite() => Some(if *d > 0.0 { "Infinity" } else { "-Infinity" }.to_string()),
-        Value::Timestamp(_) => Some(format!("{}+00", text(value)?)),
-        v => Some(text(v)?),
-    })
+/// Appends a value as PostgreSQL's COPY text format reads it into a column
+/// of any type: `\N` for NULL, text escaped so that a row stays one line.
+/// Written straight into `out`: this runs for every value of every row.
+pub fn push_copy_text(out: &mut String, value: &Value) -> Result<(), String> {
+    use std::fmt::Write;
+    match value {
+        Value::Null => out.push_str("\\N"),
+        Value::Boolean(b) => out.push(if *b { 't' } else { 'f' }),
+        Value::Int(i) => write!(out, "{i}").expect("writing to a String"),
+        Value::Double(d) if d.is_nan() => out.push_str("NaN"),
+        Value::Double(d) if d.is_infinite() => out.push_str(if *d > 0.0 { "Infinity" } else { "-Infinity" }),
+        Value::Double(d) => write!(out, "{d}").expect("writing to a String"),
+        // bytea's hex form, its backslash escaped for the text format.
+        Value::Bytes(b) => {
+            out.push_str("\\\\x");
+            out.push_str(&hex::encode(b));
+        }
+        Value::Text(s) | Value::Json(s) | Value::Uuid(s) | Value::Decimal(s) => push_escaped(out, s),
+        Value::Timestamp(_) => {
+            push_escaped(out, &text(value)?);
+            out.push_str("+00");
+        }
+        Value::Date(_) | Value::Time(_) => push_escaped(out, &text(value)?),
+    }
+    Ok(())
+}
+
+/// COPY's text format: backslash, tab and line ends escaped.
+fn push_escaped(out: &mut String, value: &str) {
+    if !value.bytes().any(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r')) {
+        out.push_str(value);
+        return;
+    }
+    for ch in value.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            ch => out.push(ch),
+        }
+    }
 }
 
 /// The text form of any value but bytes.
