@@ -58,7 +58,7 @@ pub mod log;
 pub mod object_store;
 pub mod sql;
 
-pub use config::Config;
+pub use config::{Config, ConfigReader, markdown_key_table};
 
 #[doc(hidden)]
 pub mod __private {

@@ -5,7 +5,7 @@ use crate::compress::Compression;
 use crate::format::{FormatKind, ParquetCodec};
 use crate::partition::{Extractor, PartitionerKind, PathFormat, locale_of};
 use chrono_tz::Tz;
-use spillway_sdk::{Config, ConfigError, ConfigKey, ConfigType};
+use spillway_sdk::{Config, ConfigError, ConfigKey, ConfigReader, ConfigType};
 
 /// S3's smallest part but the last, and Confluent's lower bound for `s3.part.size`.
 pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
@@ -247,71 +247,10 @@ pub enum OnNull {
     Write,
 }
 
-struct Reader<'a> {
-    config: &'a Config,
-    errors: Vec<ConfigError>,
-}
-
-impl Reader<'_> {
-    fn default_of(key: &str) -> String {
-        keys().into_iter().find(|k| k.name == key).and_then(|k| k.default_value).unwrap_or_default()
-    }
-
-    fn string(&self, key: &str) -> String {
-        self.config.get(key).map(str::to_string).unwrap_or_else(|| Self::default_of(key))
-    }
-
-    fn error(&mut self, key: &str, message: impl Into<String>) {
-        self.errors.push(ConfigError { key: key.into(), message: message.into() });
-    }
-
-    fn number<T: std::str::FromStr + Default>(&mut self, key: &str) -> T {
-        let raw = self.string(key);
-        match raw.trim().parse() {
-            Ok(v) => v,
-            Err(_) => {
-                self.error(key, format!("invalid value '{raw}'"));
-                T::default()
-            }
-        }
-    }
-
-    fn boolean(&mut self, key: &str) -> bool {
-        let raw = self.string(key);
-        match raw.trim().to_ascii_lowercase().as_str() {
-            "true" => true,
-            "false" => false,
-            _ => {
-                self.error(key, format!("invalid value '{raw}': true or false"));
-                false
-            }
-        }
-    }
-
-    /// One of `choices` (each a list of accepted spellings, compared without
-    /// case), as its index.
-    fn choice(&mut self, key: &str, choices: &[&[&str]]) -> usize {
-        let raw = self.string(key);
-        let wanted = raw.trim();
-        match choices.iter().position(|names| names.iter().any(|n| n.eq_ignore_ascii_case(wanted))) {
-            Some(i) => i,
-            None => {
-                let names: Vec<&str> = choices.iter().map(|names| names[0]).collect();
-                self.error(key, format!("'{raw}' is not one of {}", names.join(", ")));
-                0
-            }
-        }
-    }
-
-    fn optional_name(&self, key: &str) -> Option<String> {
-        Some(self.string(key).trim().to_string()).filter(|s| !s.is_empty())
-    }
-}
-
 impl Settings {
     /// Parses and checks the whole configuration; every problem is reported, one per key.
     pub fn parse(config: &Config) -> Result<Settings, Vec<ConfigError>> {
-        let mut r = Reader { config, errors: Vec::new() };
+        let mut r = ConfigReader::new(config, keys());
 
         let grant = r.string("s3.grant").trim().to_string();
         if grant.is_empty() || !grant.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
@@ -377,7 +316,7 @@ impl Settings {
                 &["daily", "io.confluent.connect.storage.partitioner.DailyPartitioner"],
             ],
         );
-        let time = |r: &mut Reader, pattern: String, duration: i64| -> PartitionerKind {
+        let time = |r: &mut ConfigReader, pattern: String, duration: i64| -> PartitionerKind {
             match PathFormat::parse(&pattern, timezone, locale) {
                 Ok(format) => PartitionerKind::Time { duration_ms: duration, format },
                 Err(e) => {
@@ -446,9 +385,9 @@ impl Settings {
             [r.choice("behavior.on.null.values", &[&["fail"], &["ignore"], &["write"]])];
         let store_keys = r.boolean("store.kafka.keys");
         let store_headers = r.boolean("store.kafka.headers");
-        let insert_topic = r.optional_name("insert.topic.field");
-        let insert_partition = r.optional_name("insert.partition.field");
-        let insert_offset = r.optional_name("insert.offset.field");
+        let insert_topic = r.optional("insert.topic.field");
+        let insert_partition = r.optional("insert.partition.field");
+        let insert_offset = r.optional("insert.offset.field");
         let inserts: Vec<&String> = [&insert_topic, &insert_partition, &insert_offset].into_iter().flatten().collect();
         if (1..inserts.len()).any(|i| inserts[..i].contains(&inserts[i])) {
             r.error("insert.offset.field", "insert.*.field names must differ");
@@ -485,10 +424,7 @@ impl Settings {
             r.error("task.id", format!("'{task_id}' cannot be part of an object name"));
         }
 
-        if !r.errors.is_empty() {
-            return Err(r.errors);
-        }
-        Ok(Settings {
+        r.finish(Settings {
             grant,
             topics_dir,
             delim,

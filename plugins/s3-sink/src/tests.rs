@@ -918,37 +918,13 @@ fn validation_names_the_keys() {
     assert!(S3Sink::validate(&Config::default()).is_empty());
 }
 
-/// The README's table of keys, as `metadata()` declares them.
-fn readme_table() -> String {
-    let mut out = String::from("| key | type | default | description |\n|---|---|---|---|\n");
-    for key in S3Sink::metadata().config {
-        let ty = match key.type_ {
-            spillway_sdk::ConfigType::Boolean => "BOOLEAN",
-            spillway_sdk::ConfigType::Int => "INT",
-            spillway_sdk::ConfigType::Long => "LONG",
-            spillway_sdk::ConfigType::Double => "DOUBLE",
-            spillway_sdk::ConfigType::String => "STRING",
-            spillway_sdk::ConfigType::List => "LIST",
-            spillway_sdk::ConfigType::Password => "PASSWORD",
-        };
-        let default = match key.default_value.as_deref() {
-            None => "required".to_string(),
-            Some("") => "`\"\"`".to_string(),
-            Some(d) => format!("`{}`", d.replace('|', "\\|")),
-        };
-        let doc = key.documentation.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;");
-        out.push_str(&format!("| `{}` | {ty} | {default} | {doc} |\n", key.name));
-    }
-    out
-}
-
 #[test]
 fn readme_lists_every_config_key_as_metadata_declares_it() {
     let readme = include_str!("../README.md");
     let (begin, end) = ("<!-- config-keys:begin -->\n", "<!-- config-keys:end -->");
     let start = readme.find(begin).expect("README has the begin marker") + begin.len();
     let stop = readme.find(end).expect("README has the end marker");
-    let expected = readme_table();
+    let expected = spillway_sdk::markdown_key_table(&S3Sink::metadata().config);
     assert!(
         readme[start..stop] == expected,
         "plugins/s3-sink/README.md's key table differs from S3Sink::metadata(); put this between the markers:\n\n{expected}"
