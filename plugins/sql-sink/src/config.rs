@@ -1,7 +1,7 @@
 //! The sink's configuration keys: one table ([`keys`]) that `metadata()`,
 //! the README and the parser share, and [`Settings`], the parsed form.
 
-use spillway_sdk::{Config, ConfigError, ConfigKey, ConfigType};
+use spillway_sdk::{Config, ConfigError, ConfigKey, ConfigReader, ConfigType};
 
 /// The column names `pk.mode=kafka` uses when `pk.fields` names none.
 pub const KAFKA_PK: [&str; 3] = ["__connect_topic", "__connect_partition", "__connect_offset"];
@@ -139,57 +139,10 @@ pub fn is_plain_identifier(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
 }
 
-struct Reader<'a> {
-    config: &'a Config,
-    errors: Vec<ConfigError>,
-}
-
-impl Reader<'_> {
-    fn default_of(key: &str) -> String {
-        keys().into_iter().find(|k| k.name == key).and_then(|k| k.default_value).unwrap_or_default()
-    }
-
-    fn string(&self, key: &str) -> String {
-        self.config.get(key).map(str::to_string).unwrap_or_else(|| Self::default_of(key))
-    }
-
-    fn error(&mut self, key: &str, message: impl Into<String>) {
-        self.errors.push(ConfigError { key: key.into(), message: message.into() });
-    }
-
-    fn boolean(&mut self, key: &str) -> bool {
-        let raw = self.string(key);
-        match raw.trim().to_ascii_lowercase().as_str() {
-            "true" => true,
-            "false" => false,
-            _ => {
-                self.error(key, format!("invalid value '{raw}': true or false"));
-                false
-            }
-        }
-    }
-
-    /// One of `choices`, compared without case, as its index.
-    fn choice(&mut self, key: &str, choices: &[&str]) -> usize {
-        let raw = self.string(key);
-        match choices.iter().position(|c| c.eq_ignore_ascii_case(raw.trim())) {
-            Some(i) => i,
-            None => {
-                self.error(key, format!("'{raw}' is not one of {}", choices.join(", ")));
-                0
-            }
-        }
-    }
-
-    fn list(&self, key: &str) -> Vec<String> {
-        self.string(key).split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
-    }
-}
-
 impl Settings {
     /// Parses and checks the whole configuration; every problem is reported, one per key.
     pub fn parse(config: &Config) -> Result<Settings, Vec<ConfigError>> {
-        let mut r = Reader { config, errors: Vec::new() };
+        let mut r = ConfigReader::new(config, keys());
 
         let grant = r.string("sql.grant").trim().to_string();
         if grant.is_empty() || !grant.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
@@ -197,9 +150,9 @@ impl Settings {
         }
         let table_format = r.string("table.name.format").trim().to_string();
         let insert_mode = [InsertMode::Insert, InsertMode::Upsert, InsertMode::Update]
-            [r.choice("insert.mode", &["insert", "upsert", "update"])];
+            [r.choice("insert.mode", &[&["insert"], &["upsert"], &["update"]])];
         let pk_mode = [PkMode::None, PkMode::Kafka, PkMode::RecordKey, PkMode::RecordValue]
-            [r.choice("pk.mode", &["none", "kafka", "record_key", "record_value"])];
+            [r.choice("pk.mode", &[&["none"], &["kafka"], &["record_key"], &["record_value"]])];
         let pk_fields = r.list("pk.fields");
         let whitelist = r.list("fields.whitelist");
         let delete_enabled = r.boolean("delete.enabled");
@@ -213,7 +166,7 @@ impl Settings {
                 1
             }
         };
-        let quote = r.choice("quote.sql.identifiers", &["always", "never"]) == 0;
+        let quote = r.choice("quote.sql.identifiers", &[&["always"], &["never"]]) == 0;
 
         // The table name a topic gives, checked with a stand-in topic.
         match check_table_name(&table_name(&table_format, "topic"), quote) {
@@ -259,10 +212,7 @@ impl Settings {
             }
         }
 
-        if !r.errors.is_empty() {
-            return Err(r.errors);
-        }
-        Ok(Settings {
+        r.finish(Settings {
             grant,
             table_format,
             insert_mode,
