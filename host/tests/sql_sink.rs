@@ -531,3 +531,38 @@ async fn a_database_outage_loses_no_record_and_the_task_recovers_by_itself() {
     println!("duplicates across the outage: {duplicates}");
     herder.shutdown().await.unwrap();
 }
+
+// -- pk.mode=kafka: rows keyed by their record's coordinates -------------
+
+/// Each row carries its record's topic, partition and offset as its primary
+/// key; upserting on them makes a redelivered record land on its own row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_coordinates_key_each_row() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let topic = name("coords");
+    let grant = mariadb().grant("db");
+    let extra = [("insert.mode", "upsert"), ("pk.mode", "kafka"), ("auto.create", "true")];
+    let herder = start(&broker, dir.path(), "coords", sql_config("coords", &topic, grant.clone(), &extra)).await;
+    let records: Vec<Produce> = (0..60)
+        .map(|i| Produce {
+            partition: Some(0),
+            key: format!("k{i}"),
+            value: json!({"n": i}).to_string().into_bytes(),
+            timestamp: None,
+        })
+        .collect();
+    produce_records(&broker.bootstrap, &topic, &records).await;
+    let mut reader = Reader::open(&grant).await;
+    wait_for_rows(&mut reader, &herder, &topic, "coords", 60).await;
+    let rows =
+        reader.query(&format!("SELECT __connect_topic, __connect_partition, __connect_offset, n FROM `{topic}`")).await;
+    let mut got: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(canonical).collect()).collect();
+    got.sort_by_key(|r| r[2].parse::<i64>().unwrap());
+    let expected: Vec<Vec<String>> =
+        (0..60).map(|i| vec![topic.clone(), "0".into(), i.to_string(), i.to_string()]).collect();
+    assert_eq!(got, expected, "one row per record, keyed by its coordinates");
+    let key: Vec<(String, String, bool)> = describe(&mut reader, &topic).await;
+    assert!(key.iter().take(3).all(|(_, _, nullable)| !nullable), "{key:?}");
+    herder.shutdown().await.unwrap();
+}
