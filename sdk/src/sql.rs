@@ -18,11 +18,19 @@
 //! (PostgreSQL's `COPY`), [`Database::describe_table`] reads a table's
 //! [`Column`]s from the catalogue, and [`Database::query`] returns [`Rows`].
 //!
+//! [`Database::begin_batch`] and [`Database::begin_copy_in`] start the same
+//! writes in the host and return a [`PendingBatch`] at once, so that the
+//! plugin works on (say, turns its next records into rows) while the
+//! database writes: [`PendingBatch::wait`] (bounded by the plugin call: past
+//! it, a retriable error and the batch goes on) or [`PendingBatch::ready`]
+//! tells how it ended. One batch runs at a time per database, in the order
+//! begun, and any other write waits for it.
+//!
 //! Errors are the one [`TaskError`](crate::TaskError) classification, so `?`
 //! in `put` turns a lost connection or a deadlock into a retry of the batch
 //! and a refused statement into a failed task. A plugin that calls nothing
 //! here does not import the capability and needs no grant for it.
 
 pub use crate::__private::bindings::spillway::sql::databases::{
-    BatchOutcome, Column, Database, Dialect, RowFailure, Rows, Statement, Value,
+    BatchOutcome, Column, Database, Dialect, PendingBatch, RowFailure, Rows, Statement, Value,
 };

@@ -4,19 +4,24 @@
 //! from the record, tombstones as deletes, tables created and evolved),
 //! through the `sql` capability.
 //!
-//! Each `put` is written before it returns: records become rows
-//! ([`rows`]; plain JSON objects straight from their bytes, [`plain`]),
-//! rows are bound to their columns' types ([`bind`]; where each field goes
-//! is worked out once for a run of rows with the same fields), and the
-//! batch goes to the database in one transaction ([`write`]): records are
-//! `Accept` once it committed. A record that cannot become a row, or that
-//! the database refuses, is rejected with the reason; the rest are written.
-//! See the README for the whole behaviour.
+//! In a `put`, records become rows ([`rows`]; plain JSON objects straight
+//! from their bytes, [`plain`]) and rows are bound to their columns' types
+//! ([`bind`]; where each field goes is worked out once for a run of rows
+//! with the same fields); then the batch goes to the database in one
+//! transaction ([`write`]). Write-behind ([`flight`]): when that write is
+//! one capability call, it is begun in the host and the records are
+//! `Hold`, so that the database writes while the next `put`'s records
+//! become rows; the next call (`put`, `put([])` or `flush`) waits for it
+//! and settles them, `Accept` once it committed, before anything of a later
+//! batch is written. One write is in flight at a time. A record that cannot
+//! become a row, or that the database refuses, is rejected with the
+//! reason; the rest are written. See the README for the whole behaviour.
 
 pub mod bind;
 pub mod config;
 pub mod db;
 pub mod dialect;
+pub mod flight;
 pub mod plain;
 pub mod rows;
 pub mod tables;
@@ -25,6 +30,7 @@ pub mod write;
 use config::Settings;
 use db::{Db, GrantedDb};
 use dialect::Sql;
+use flight::Flight;
 use rows::{Cell, Op, Row};
 use spillway_sdk::data::Type;
 use spillway_sdk::sql::{Database, Dialect};
@@ -32,7 +38,7 @@ use spillway_sdk::{
     Config, ConfigError, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError,
 };
 use std::rc::Rc;
-use tables::{TableInfo, Tables};
+use tables::{Prepared, TableInfo, Tables};
 use write::{Bound, Layout, Outcomes};
 
 pub struct SqlSink {
@@ -40,8 +46,11 @@ pub struct SqlSink {
     db: Box<dyn Db>,
     sql: Sql,
     tables: Tables,
-    /// A fatal error met after part of a batch was committed: that batch's
-    /// records were settled exactly, and the next call fails the task.
+    /// The write in flight, begun by the last `put`.
+    flight: Flight,
+    /// A fatal error met after records were settled (part of a batch
+    /// committed, or held records settled): they were settled exactly in
+    /// that call, and the next call fails the task.
     failed: Option<TaskError>,
 }
 
@@ -77,19 +86,35 @@ impl Sink for SqlSink {
             return Err(error);
         }
         let result = self.write(&batch);
-        if result.is_err() {
-            // The table may have changed under the sink: describe it again.
-            self.tables.forget();
+        let settled = self.flight.take_settled();
+        match result {
+            Ok(mut report) => {
+                report.settled = settled;
+                Ok(report)
+            }
+            Err(error) => {
+                // Nothing of the batch was written: it is delivered again.
+                let reason = self.after_error(error, &settled)?;
+                Ok(PutReport { settled, ..retry_all(&batch, reason) })
+            }
         }
-        result
     }
 
     fn flush(&mut self, _scope: FlushScope) -> Result<Vec<Settlement>, TaskError> {
-        // Every put is written before it returns: nothing is held.
-        match self.failed.take() {
-            Some(error) => Err(error),
-            None => Ok(Vec::new()),
+        // Every scope: only the write in flight holds records.
+        if let Some(error) = self.failed.take() {
+            return Err(error);
         }
+        let result = self.flight.settle(self.db.as_mut(), &self.sql);
+        let settled = self.flight.take_settled();
+        match result {
+            Ok(None) => {}
+            Ok(Some(_retry)) => self.tables.forget(),
+            Err(error) => {
+                self.after_error(error, &settled)?;
+            }
+        }
+        Ok(settled)
     }
 }
 
@@ -97,7 +122,27 @@ impl SqlSink {
     /// A sink on any database (tests use a fake).
     pub fn with_db(settings: Settings, db: Box<dyn Db>) -> SqlSink {
         let sql = Sql::new(db.dialect(), settings.quote);
-        SqlSink { settings, db, sql, tables: Tables::default(), failed: None }
+        SqlSink { settings, db, sql, tables: Tables::default(), flight: Flight::default(), failed: None }
+    }
+
+    /// After an error of a call that wrote nothing of its batch: when the
+    /// call settled nothing, the error, which fails the call as a whole.
+    /// Otherwise the settlements must reach the host: the call returns them,
+    /// its batch is `Retry` with the reason returned here, and a fatal error
+    /// fails the task on the next call.
+    fn after_error(&mut self, error: TaskError, settled: &[Settlement]) -> Result<String, TaskError> {
+        // The table may have changed under the sink: describe it again.
+        self.tables.forget();
+        if settled.is_empty() {
+            return Err(error);
+        }
+        let reason = match &error {
+            TaskError::Retriable(why) | TaskError::Fatal(why) => format!("not written: {why}"),
+        };
+        if let TaskError::Fatal(_) = error {
+            self.failed = Some(error);
+        }
+        Ok(reason)
     }
 
     fn write(&mut self, batch: &[SinkRecord]) -> Result<PutReport, TaskError> {
@@ -127,9 +172,21 @@ impl SqlSink {
                 names.push(&row.table);
             }
         }
+        // DDL is a write: while a write is in flight, it waits until that
+        // one is settled (its refused rows found and the rest written).
+        let mut altered = false;
         for name in names {
             let of_table: Vec<&Row> = rows.iter().map(|(_, r)| r).filter(|r| *r.table == *name).collect();
-            self.tables.prepare(self.db.as_mut(), &self.sql, &self.settings, name, &of_table)?;
+            let (db, sql, settings) = (self.db.as_mut(), &self.sql, &self.settings);
+            let mut prepared = self.tables.prepare(db, sql, settings, name, &of_table, self.flight.is_empty())?;
+            if prepared == Prepared::NeedsDdl {
+                if let Some(reason) = self.flight.settle(self.db.as_mut(), &self.sql)? {
+                    self.tables.forget();
+                    return Ok(retry_all(batch, reason));
+                }
+                prepared = self.tables.prepare(self.db.as_mut(), &self.sql, &self.settings, name, &of_table, true)?;
+            }
+            altered |= prepared == Prepared::Altered;
         }
 
         let mut bound = Vec::with_capacity(rows.len());
@@ -153,22 +210,49 @@ impl SqlSink {
             }
         }
 
+        // The batch is ready: now the write in flight ends before any of it
+        // is written.
+        if let Some(reason) = self.flight.settle(self.db.as_mut(), &self.sql)? {
+            // Records of this batch may follow its records to be retried:
+            // they are delivered again with them, in order.
+            self.tables.forget();
+            return Ok(retry_all(batch, reason));
+        }
+
+        // Written in the background (the records held) when the write is one
+        // capability call and no DDL ran; otherwise here, before returning.
+        let db = self.db.as_mut();
         if bound.is_empty() {
             // Every record was rejected, or was an update with nothing to set.
         } else if self.sql.dialect == Dialect::Postgres && bound.iter().all(|b| b.op == Op::Insert) {
             // Plain inserts only: appended with COPY, a transaction per table.
             // (Elsewhere the host's copy-in is an INSERT per row; multi-row
             // INSERTs in one batch are faster there.)
-            self.failed = write::write_copies(self.db.as_mut(), &mut bound, &mut outcomes)?;
+            let mut groups = write::copy_groups(&mut bound);
+            if groups.len() == 1 && !altered {
+                let group = groups.pop().expect("one group");
+                self.flight.begin_copy(db, group, batch, &mut outcomes)?;
+            } else {
+                self.failed = write::write_copies(db, groups, &mut outcomes, None)?;
+            }
         } else {
             let chunks: Vec<write::Chunk> = write::runs(&bound)
                 .into_iter()
                 .flat_map(|run| write::chunks(&bound, run, self.settings.batch_size))
                 .collect();
-            write::write_batch(self.db.as_mut(), &self.sql, &mut bound, chunks, &mut outcomes)?;
+            if altered {
+                write::write_batch(db, &self.sql, &mut bound, chunks, &mut outcomes, None)?;
+            } else {
+                self.flight.begin_batch(db, &self.sql, bound, chunks, batch, &mut outcomes)?;
+            }
         }
         Ok(outcomes.into_report())
     }
+}
+
+/// Every record of the batch `Retry`: none was written.
+fn retry_all(batch: &[SinkRecord], reason: String) -> PutReport {
+    PutReport { outcomes: vec![Outcome::Retry(reason); batch.len()], settled: Vec::new() }
 }
 
 /// Where the cells of a row go in its table, worked out once for

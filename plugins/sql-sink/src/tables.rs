@@ -54,6 +54,18 @@ impl TableInfo {
     }
 }
 
+/// What [`Tables::prepare`] found or did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// The table has what its rows need (or cannot be created yet: none of
+    /// their fields has a type); nothing was changed.
+    Ready,
+    /// It was created, or given columns: DDL ran.
+    Altered,
+    /// It needs DDL, which the call did not allow: nothing was changed.
+    NeedsDdl,
+}
+
 #[derive(Default)]
 pub struct Tables {
     cache: HashMap<String, TableInfo>,
@@ -73,7 +85,9 @@ impl Tables {
     /// Makes sure `table` exists and has a column for every cell of `rows`
     /// (those with a type), creating or altering it as the settings allow.
     /// A table none of whose fields has a type yet (plain JSON that was
-    /// only null) is left missing: its rows are rejected.
+    /// only null) is left missing: its rows are rejected. With `ddl` false,
+    /// only reads: a table that needs DDL is [`Prepared::NeedsDdl`] (the
+    /// settings' refusal of it is an error all the same).
     pub fn prepare(
         &mut self,
         db: &mut dyn Db,
@@ -81,10 +95,12 @@ impl Tables {
         settings: &Settings,
         table: &str,
         rows: &[&Row<'_>],
-    ) -> Result<(), TaskError> {
+        ddl: bool,
+    ) -> Result<Prepared, TaskError> {
         check_table_name(table, settings.quote)
             .map_err(|e| TaskError::Fatal(format!("table.name.format gives no usable table name: {e}")))?;
         let catalog = catalog_name(sql, table);
+        let mut altered = false;
         if !self.cache.contains_key(table) {
             match db.describe_table(&catalog)? {
                 Some(columns) => {
@@ -98,7 +114,10 @@ impl Tables {
                     }
                     let (columns, keys) = definitions(sql, rows);
                     if columns.is_empty() {
-                        return Ok(());
+                        return Ok(Prepared::Ready);
+                    }
+                    if !ddl {
+                        return Ok(Prepared::NeedsDdl);
                     }
                     let create = sql.create_table(table, &columns, &keys);
                     spillway_sdk::log::info(&format!("creating table {table}: {create}"));
@@ -117,6 +136,7 @@ impl Tables {
                             }));
                         }
                     }
+                    altered = true;
                 }
             }
         }
@@ -143,7 +163,7 @@ impl Tables {
             }
         }
         if missing.is_empty() {
-            return Ok(());
+            return Ok(if altered { Prepared::Altered } else { Prepared::Ready });
         }
         let names: Vec<&str> = missing.iter().map(|m| m.name.as_str()).collect();
         if !settings.auto_evolve {
@@ -151,6 +171,9 @@ impl Tables {
                 "table {table} has no column for field(s) {}: add them, or set auto.evolve=true",
                 names.join(", ")
             )));
+        }
+        if !ddl {
+            return Ok(Prepared::NeedsDdl);
         }
         let mut failed = None;
         for column in &missing {
@@ -170,7 +193,7 @@ impl Tables {
                 TaskError::Fatal(format!("table {table} still has no column {} after ALTER TABLE", absent.join(", ")))
             }));
         }
-        Ok(())
+        Ok(Prepared::Altered)
     }
 }
 

@@ -1,9 +1,10 @@
 //! The sink end to end on a fake database: the statements each dialect
 //! gets, tables created and evolved, binding by column type, runs and
-//! their order, upsert dedupe, finding refused rows, copy-in and how every
-//! record is settled.
+//! their order, upsert dedupe, finding refused rows, copy-in, writes begun
+//! in the background and how every record is settled.
 
 use super::*;
+use db::Pending;
 use serde_json::json;
 use spillway_sdk::TimestampType;
 use spillway_sdk::sql::{BatchOutcome, Column, Dialect, RowFailure, Statement, Value};
@@ -36,6 +37,15 @@ struct Fake {
     fail: Option<FailHook>,
     /// DDL takes effect and then fails, as when another task ran it first.
     lose_ddl_race: bool,
+    /// Writes begun (`begin batch`, `begin copy t`: the fail hook may refuse
+    /// them) run at once, as `batch` / `copy t` calls (the hook may fail
+    /// them: `wait` then returns the error); `wait` runs out of the call's
+    /// time this many times first.
+    stalls: usize,
+    /// Writes begun and not yet waited for to their end: while one is, any
+    /// other write is a bug of the sink (its refused rows must be found and
+    /// the rest written first).
+    in_flight: usize,
 }
 
 #[derive(Clone, Default)]
@@ -59,6 +69,24 @@ impl FakeDb {
 
     fn fake(&self) -> std::cell::RefMut<'_, Fake> {
         self.0.borrow_mut()
+    }
+
+    /// A write: none may be sent while one is in flight.
+    fn check_write(&self, call: &str) -> Result<(), TaskError> {
+        assert_eq!(self.0.borrow().in_flight, 0, "{call} while a write is in flight");
+        self.check(call)
+    }
+
+    /// Runs a write begun in the background at once; `wait` tells how it ended.
+    fn begin(
+        &mut self,
+        call: &str,
+        run: impl FnOnce(&mut Self) -> Result<BatchOutcome, TaskError>,
+    ) -> Result<Box<dyn Pending>, TaskError> {
+        self.check_write(call)?;
+        let ended = run(self);
+        self.0.borrow_mut().in_flight += 1;
+        Ok(Box::new(FakePending { db: self.clone(), ended, running: false, done: false }))
     }
 
     fn check(&self, call: &str) -> Result<(), TaskError> {
@@ -134,13 +162,54 @@ fn column_def(line: &str) -> (String, String, bool) {
     (name, rest.replace("NOT NULL", "").trim().to_ascii_lowercase(), not_null)
 }
 
+/// A write of the fake's, run when it was begun.
+struct FakePending {
+    db: FakeDb,
+    ended: Result<BatchOutcome, TaskError>,
+    running: bool,
+    done: bool,
+}
+
+impl Pending for FakePending {
+    fn wait(&mut self) -> Result<BatchOutcome, TaskError> {
+        let mut fake = self.db.0.borrow_mut();
+        if fake.stalls > 0 {
+            fake.stalls -= 1;
+            self.running = true;
+            return Err(TaskError::Retriable("the batch is still running at the end of the plugin call".into()));
+        }
+        self.running = false;
+        if !self.done {
+            self.done = true;
+            fake.in_flight -= 1;
+        }
+        self.ended.clone()
+    }
+    fn running(&self) -> bool {
+        self.running
+    }
+}
+
 impl Db for FakeDb {
     fn dialect(&self) -> Dialect {
         self.0.borrow().dialect.unwrap()
     }
 
+    fn begin_batch(&mut self, statements: &[Statement]) -> Result<Box<dyn Pending>, TaskError> {
+        self.begin("begin batch", |db| db.execute_batch(statements))
+    }
+
+    fn begin_copy_in(
+        &mut self,
+        table: &str,
+        columns: &[String],
+        rows: &[Vec<Value>],
+    ) -> Result<Box<dyn Pending>, TaskError> {
+        self.begin(&format!("begin copy {table}"), |db| db.copy_in(table, columns, rows))
+    }
+
     fn execute_batch(&mut self, statements: &[Statement]) -> Result<BatchOutcome, TaskError> {
-        self.check("batch")?;
+        self.check_write("batch")?;
         let mut fake = self.0.borrow_mut();
         fake.batches.push(statements.to_vec());
         for (i, statement) in statements.iter().enumerate() {
@@ -159,7 +228,7 @@ impl Db for FakeDb {
     }
 
     fn execute(&mut self, sql: &str) -> Result<u64, TaskError> {
-        self.check(&format!("execute {sql}"))?;
+        self.check_write(&format!("execute {sql}"))?;
         let mut fake = self.0.borrow_mut();
         if let Some(rest) = sql.strip_prefix("CREATE TABLE IF NOT EXISTS ") {
             let (table, body) = rest.split_once(" (\n").unwrap();
@@ -197,7 +266,7 @@ impl Db for FakeDb {
     }
 
     fn copy_in(&mut self, table: &str, columns: &[String], rows: &[Vec<Value>]) -> Result<BatchOutcome, TaskError> {
-        self.check(&format!("copy {table}"))?;
+        self.check_write(&format!("copy {table}"))?;
         let mut fake = self.0.borrow_mut();
         fake.copies.push((table.to_string(), columns.to_vec(), rows.to_vec()));
         if let Some(r) = FakeDb::refused(rows) {
@@ -270,6 +339,24 @@ fn error(e: TaskError) -> String {
     }
 }
 
+/// Puts a batch and, when records are held, flushes: the report with each
+/// held record's settlement in its place (each settled once, all of them).
+fn put_flushed(s: &mut SqlSink, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
+    let ids: Vec<u64> = batch.iter().map(|r| r.id).collect();
+    let mut report = s.put(batch)?;
+    assert!(report.settled.is_empty(), "nothing was held before");
+    let held = |report: &PutReport| report.outcomes.iter().any(|o| matches!(o, Outcome::Hold));
+    if held(&report) {
+        for Settlement { id, outcome } in s.flush(FlushScope::All)? {
+            let i = ids.iter().position(|&r| r == id).unwrap_or_else(|| panic!("{id} is no record of the batch"));
+            assert!(matches!(report.outcomes[i], Outcome::Hold), "record {id} settled twice");
+            report.outcomes[i] = outcome;
+        }
+        assert!(!held(&report), "a held record was not settled: {:?}", kinds(&report));
+    }
+    Ok(report)
+}
+
 fn accepted(report: &PutReport) -> usize {
     report.outcomes.iter().filter(|o| matches!(o, Outcome::Accept)).count()
 }
@@ -317,7 +404,7 @@ fn upserts_are_one_transaction_of_multi_row_statements_last_row_per_key() {
             .enumerate()
             .map(|(i, (id, tag))| record(i as u64, "orders", None, Some(&json!({"id": id, "tag": tag}).to_string())))
             .collect();
-        let report = s.put(batch).unwrap();
+        let report = put_flushed(&mut s, batch).unwrap();
         assert_eq!(kinds(&report), ["accept"; 3], "{dialect:?}");
         assert_eq!(db.sql_of_batches(), [[expected]], "{dialect:?}");
         // Key 1 once, with its last value.
@@ -343,7 +430,7 @@ fn runs_keep_the_order_of_records() {
         del(5, r#"{"id": 2}"#),
         up(6, r#"{"id": 1}"#),
     ];
-    let report = s.put(batch).unwrap();
+    let report = put_flushed(&mut s, batch).unwrap();
     assert_eq!(kinds(&report), ["accept"; 6]);
     let upsert = |n: usize| {
         let values: Vec<String> = (0..n).map(|r| format!("(${}, ${})", 2 * r + 1, 2 * r + 2)).collect();
@@ -387,7 +474,8 @@ fn bisection_finds_the_one_refused_record_among_many() {
         // parameter row) must not reject the wrong record.
         db.fake().name_rows = name_rows;
         let mut s = sink(&db, &[("insert.mode", "upsert"), ("pk.mode", "record_value"), ("pk.fields", "id")]);
-        let report = s.put(tagged(1000, |i| if i == 377 { "BAD".into() } else { format!("r{i}") })).unwrap();
+        let report =
+            put_flushed(&mut s, tagged(1000, |i| if i == 377 { "BAD".into() } else { format!("r{i}") })).unwrap();
         let kinds = kinds(&report);
         for (i, kind) in kinds.iter().enumerate() {
             if i == 376 {
@@ -413,7 +501,9 @@ fn several_refused_records_are_all_found() {
     let db = FakeDb::new(Dialect::Mysql).with_table("orders", ORDERS);
     let mut s = sink(&db, &[("insert.mode", "upsert"), ("pk.mode", "record_value"), ("pk.fields", "id")]);
     let bad = [1, 64, 65, 200];
-    let report = s.put(tagged(200, |i| if bad.contains(&i) { format!("BAD{i}") } else { format!("r{i}") })).unwrap();
+    let report =
+        put_flushed(&mut s, tagged(200, |i| if bad.contains(&i) { format!("BAD{i}") } else { format!("r{i}") }))
+            .unwrap();
     let rejected: Vec<u64> = report
         .outcomes
         .iter()
@@ -436,7 +526,7 @@ fn a_refused_upsert_lets_the_row_it_superseded_be_written() {
         .enumerate()
         .map(|(i, (id, tag))| record(i as u64, "orders", None, Some(&json!({"id": id, "tag": tag}).to_string())))
         .collect();
-    let report = s.put(batch).unwrap();
+    let report = put_flushed(&mut s, batch).unwrap();
     let kinds = kinds(&report);
     assert_eq!(kinds[..2], ["accept", "accept"]);
     assert!(kinds[2].starts_with("reject: the database refused the row"), "{kinds:?}");
@@ -451,7 +541,7 @@ fn per_row_statements_reject_the_row_the_database_names() {
     let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
     db.fake().name_rows = usize::MAX;
     let mut s = sink(&db, &[("insert.mode", "update"), ("pk.mode", "record_value"), ("pk.fields", "id")]);
-    let report = s.put(tagged(50, |i| if i == 20 { "BAD".into() } else { format!("r{i}") })).unwrap();
+    let report = put_flushed(&mut s, tagged(50, |i| if i == 20 { "BAD".into() } else { format!("r{i}") })).unwrap();
     assert!(matches!(report.outcomes[19], Outcome::Reject(_)));
     assert_eq!(accepted(&report), 49);
     let batches = db.sql_of_batches();
@@ -461,7 +551,7 @@ fn per_row_statements_reject_the_row_the_database_names() {
     // Without the row named, halving finds it.
     let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
     let mut s = sink(&db, &[("insert.mode", "update"), ("pk.mode", "record_value"), ("pk.fields", "id")]);
-    let report = s.put(tagged(50, |i| if i == 20 { "BAD".into() } else { format!("r{i}") })).unwrap();
+    let report = put_flushed(&mut s, tagged(50, |i| if i == 20 { "BAD".into() } else { format!("r{i}") })).unwrap();
     assert!(matches!(report.outcomes[19], Outcome::Reject(_)));
     assert_eq!(accepted(&report), 49);
     assert!(db.fake().batches.len() > 2);
@@ -475,7 +565,8 @@ fn copy_in_rejects_refused_rows_and_copies_the_rest() {
         db.fake().name_rows = name_rows;
         let mut s = sink(&db, &[]);
         let report =
-            s.put(tagged(100, |i| if i == 42 || i == 43 { format!("BAD{i}") } else { format!("r{i}") })).unwrap();
+            put_flushed(&mut s, tagged(100, |i| if i == 42 || i == 43 { format!("BAD{i}") } else { format!("r{i}") }))
+                .unwrap();
         let rejected: Vec<usize> = report
             .outcomes
             .iter()
@@ -521,10 +612,14 @@ fn a_copy_that_fails_after_another_committed_settles_exactly() {
     assert!(!db.fake().log.contains(&"copy later".to_string()), "nothing is tried after the failure");
 
     // When the first copy fails, nothing was written: the whole batch is retried.
-    let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+    let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS).with_table("audit", &[("tag", "text", false)]);
     db.fake().fail = Some(Box::new(|call| call.starts_with("copy").then(|| TaskError::Retriable("timeout".into()))));
     let mut s = sink(&db, &[]);
-    assert_eq!(error(s.put(tagged(2, |i| format!("r{i}"))).unwrap_err()), "retriable: timeout");
+    let batch = vec![
+        record(1, "orders", None, Some(r#"{"id": 1, "tag": "r1"}"#)),
+        record(2, "audit", None, Some(r#"{"tag": "r2"}"#)),
+    ];
+    assert_eq!(error(s.put(batch).unwrap_err()), "retriable: timeout");
 
     // A fatal error after a commit: settled exactly now, the task fails on the next call.
     let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS).with_table("audit", &[("tag", "text", false)]);
@@ -544,18 +639,424 @@ fn a_copy_that_fails_after_another_committed_settles_exactly() {
 
 #[test]
 fn batch_errors_fail_the_put_as_they_are() {
-    for failure in [TaskError::Retriable("deadlock detected".into()), TaskError::Fatal("syntax error".into())] {
+    // A write refused when it is begun, and a write made on the spot (after
+    // DDL) that fails: the put fails with the error, nothing written. (A
+    // write that fails in the background: see the tests of held records.)
+    for (call, upsert_qty) in [("begin batch", false), ("batch", true)] {
+        for failure in [TaskError::Retriable("deadlock detected".into()), TaskError::Fatal("syntax error".into())] {
+            let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+            let e = failure.clone();
+            db.fake().fail = Some(Box::new(move |c| (c == call).then(|| e.clone())));
+            let mut s = sink(
+                &db,
+                &[("insert.mode", "upsert"), ("pk.mode", "record_value"), ("pk.fields", "id"), ("auto.evolve", "true")],
+            );
+            let batch = || match upsert_qty {
+                false => tagged(3, |i| format!("r{i}")),
+                true => {
+                    (1..=3).map(|i| record(i, "orders", None, Some(&json!({"id": i, "qty": i}).to_string()))).collect()
+                }
+            };
+            assert_eq!(error(s.put(batch()).unwrap_err()), error(failure), "{call}");
+            assert!(db.written_texts().is_empty());
+            // The table is described again after a failure (it may have changed).
+            let describes = |db: &FakeDb| db.fake().log.iter().filter(|c| c.starts_with("describe")).count();
+            let before = describes(&db);
+            db.fake().fail = None;
+            assert_eq!(accepted(&put_flushed(&mut s, batch()).unwrap()), 3);
+            assert_eq!(describes(&db), before + 1, "{call}");
+        }
+    }
+}
+
+/// An outcome as text, as [`kinds`] gives it.
+fn kind(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Accept => "accept".to_string(),
+        Outcome::Hold => "hold".to_string(),
+        Outcome::Retry(why) => format!("retry: {why}"),
+        Outcome::Reject(why) => format!("reject: {why}"),
+    }
+}
+
+/// Settlements as (id, outcome as text).
+fn settlements(settled: &[Settlement]) -> Vec<(u64, String)> {
+    settled.iter().map(|s| (s.id, kind(&s.outcome))).collect()
+}
+
+/// `{"id": key, "tag": tag}` of `orders`, as record `id`.
+fn keyed(id: u64, key: u64, tag: &str) -> SinkRecord {
+    record(id, "orders", None, Some(&json!({"id": key, "tag": tag}).to_string()))
+}
+
+/// The write calls begun so far.
+fn begun(db: &FakeDb) -> Vec<String> {
+    db.fake().log.iter().filter(|c| c.starts_with("begin")).cloned().collect()
+}
+
+/// Upserts go by one execute-batch, plain inserts on PostgreSQL by one
+/// copy-in: either is begun in the host, with the sink's settings for it.
+const BACKGROUND: [(&str, &str); 2] = [("upsert", "begin batch"), ("insert", "begin copy orders")];
+
+fn keyed_sink(db: &FakeDb, mode: &str) -> SqlSink {
+    sink(db, &[("insert.mode", mode), ("pk.mode", "record_value"), ("pk.fields", "id")])
+}
+
+#[test]
+fn held_records_are_accepted_by_the_next_put_flush_or_empty_put() {
+    for (mode, begin) in BACKGROUND {
         let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
-        let e = failure.clone();
-        db.fake().fail = Some(Box::new(move |call| (call == "batch").then(|| e.clone())));
-        let mut s = sink(&db, &[("insert.mode", "upsert"), ("pk.mode", "record_value"), ("pk.fields", "id")]);
-        assert_eq!(error(s.put(tagged(3, |i| format!("r{i}"))).unwrap_err()), error(failure));
+        let mut s = keyed_sink(&db, mode);
+        let batch = |ids: std::ops::RangeInclusive<u64>| ids.map(|i| keyed(i, i, &format!("r{i}"))).collect::<Vec<_>>();
+        let accepts = |ids: &[u64]| ids.iter().map(|&i| (i, "accept".to_string())).collect::<Vec<_>>();
+
+        let first = s.put(batch(1..=3)).unwrap();
+        assert_eq!(kinds(&first), ["hold"; 3], "{mode}");
+        assert!(first.settled.is_empty());
+        assert_eq!(begun(&db), [begin]);
+
+        // The next put holds its own records and settles the earlier ones; a
+        // record that cannot become a row is rejected at once.
+        let mut second = batch(4..=5);
+        second.push(record(9, "orders", None, Some("nope")));
+        let second = s.put(second).unwrap();
+        assert_eq!(kinds(&second)[..2], ["hold", "hold"]);
+        assert!(kinds(&second)[2].starts_with("reject: the value cannot be read"), "{:?}", kinds(&second));
+        assert_eq!(settlements(&second.settled), accepts(&[1, 2, 3]));
+
+        // put([]) when idle settles what is held, and then asks nothing.
+        let idle = s.put(vec![]).unwrap();
+        assert!(idle.outcomes.is_empty());
+        assert_eq!(settlements(&idle.settled), accepts(&[4, 5]));
+        let calls = db.fake().log.len();
+        assert!(s.put(vec![]).unwrap().settled.is_empty());
+        assert!(s.flush(FlushScope::All).unwrap().is_empty());
+        assert_eq!(db.fake().log.len(), calls, "nothing held, nothing asked");
+
+        // A flush of any scope settles the write in flight.
+        assert_eq!(kinds(&s.put(batch(6..=8)).unwrap()), ["hold"; 3]);
+        assert_eq!(settlements(&s.flush(FlushScope::Records(vec![7])).unwrap()), accepts(&[6, 7, 8]));
+        assert!(s.flush(FlushScope::All).unwrap().is_empty());
+        assert_eq!(db.written_texts(), (1..=8).map(|i| format!("r{i}")).collect::<Vec<_>>(), "{mode}");
+        assert_eq!(begun(&db).len(), 3);
+    }
+}
+
+#[test]
+fn a_row_refused_in_flight_is_rejected_and_the_rest_of_both_batches_written_in_order() {
+    for (mode, _) in BACKGROUND {
+        // The refused row never named (halving finds it), or named.
+        for name_rows in [0, usize::MAX] {
+            let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+            db.fake().name_rows = name_rows;
+            let mut s = keyed_sink(&db, mode);
+            let first = s.put(tagged(100, |i| if i == 37 { "BAD".into() } else { format!("r{i}") })).unwrap();
+            assert_eq!(kinds(&first), ["hold"; 100]);
+            let second = s.put((101..=150).map(|i| keyed(i, i, &format!("r{i}"))).collect()).unwrap();
+            assert_eq!(kinds(&second), ["hold"; 50]);
+            // Every record of the first batch settled once, in order; 37 rejected.
+            let settled = settlements(&second.settled);
+            assert_eq!(settled.iter().map(|(id, _)| *id).collect::<Vec<_>>(), (1..=100).collect::<Vec<_>>());
+            for (id, kind) in &settled {
+                if *id == 37 {
+                    assert!(kind.starts_with("reject: the database refused the row"), "{mode}: {kind}");
+                } else {
+                    assert_eq!(kind, "accept", "{mode}: record {id}");
+                }
+            }
+            // The first batch's other rows were written (again) before anything
+            // of the second: the fake fails on a write while another is in
+            // flight, and here the order of the rows committed says it.
+            assert_eq!(settlements(&s.flush(FlushScope::All).unwrap()).len(), 50);
+            let expected: Vec<String> = (1..=150).filter(|&i| i != 37).map(|i| format!("r{i}")).collect();
+            assert_eq!(db.written_texts(), expected, "{mode}, name_rows {name_rows}");
+        }
+    }
+}
+
+#[test]
+fn a_retriable_failure_in_flight_retries_its_records_and_the_next_batch_unwritten() {
+    for (mode, begin) in BACKGROUND {
+        let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+        // The first write fails in the background.
+        let call = begin.strip_prefix("begin ").unwrap();
+        let mut failures = 1;
+        db.fake().fail = Some(Box::new(move |c| {
+            (c == call && failures > 0).then(|| {
+                failures -= 1;
+                TaskError::Retriable("deadlock detected".into())
+            })
+        }));
+        let mut s = keyed_sink(&db, mode);
+        let first = || (1..=3).map(|i| keyed(i, i, &format!("r{i}"))).collect::<Vec<_>>();
+        // Later records of the same keys.
+        let later = || (4..=6).map(|i| keyed(i, i - 3, &format!("r{i}"))).collect::<Vec<_>>();
+        assert_eq!(kinds(&s.put(first()).unwrap()), ["hold"; 3]);
+        let report = s.put(later()).unwrap();
+        let retry = "retry: not written: deadlock detected";
+        assert_eq!(kinds(&report), [retry; 3], "{mode}");
+        assert_eq!(settlements(&report.settled), (1..=3).map(|i| (i, retry.to_string())).collect::<Vec<_>>());
+        // Nothing of the later batch was sent.
+        assert_eq!(begun(&db), [begin]);
         assert!(db.written_texts().is_empty());
-        // The table is described again after a failure (it may have changed).
+
+        // Delivered again, in order: each key's later value is written last.
+        assert_eq!(kinds(&s.put(first()).unwrap()), ["hold"; 3]);
+        let report = s.put(later()).unwrap();
+        assert_eq!(kinds(&report), ["hold"; 3]);
+        let accepts = |ids: std::ops::RangeInclusive<u64>| ids.map(|i| (i, "accept".to_string())).collect::<Vec<_>>();
+        assert_eq!(settlements(&report.settled), accepts(1..=3));
+        assert_eq!(settlements(&s.flush(FlushScope::All).unwrap()), accepts(4..=6));
+        assert_eq!(db.written_texts(), ["r1", "r2", "r3", "r4", "r5", "r6"]);
+    }
+}
+
+#[test]
+fn a_fatal_failure_in_flight_fails_the_call() {
+    for settle_by in ["put", "put([])", "flush"] {
+        let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+        db.fake().fail = Some(Box::new(|call| (call == "batch").then(|| TaskError::Fatal("permission denied".into()))));
+        let mut s = keyed_sink(&db, "upsert");
+        assert_eq!(kinds(&s.put(tagged(3, |i| format!("r{i}"))).unwrap()), ["hold"; 3]);
+        let result = match settle_by {
+            "put" => s.put((4..=5).map(|i| keyed(i, i, &format!("r{i}"))).collect()).map(|_| ()),
+            "put([])" => s.put(vec![]).map(|_| ()),
+            _ => s.flush(FlushScope::All).map(|_| ()),
+        };
+        assert_eq!(error(result.unwrap_err()), "fatal: permission denied", "{settle_by}");
+        assert_eq!(begun(&db).len(), 1, "nothing more was sent");
+    }
+}
+
+#[test]
+fn a_write_still_running_at_the_end_of_the_call_stays_held() {
+    let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+    let mut s = keyed_sink(&db, "upsert");
+    let second = || (4..=5).map(|i| keyed(i, i, &format!("r{i}"))).collect::<Vec<_>>();
+    assert_eq!(kinds(&s.put(tagged(3, |i| format!("r{i}"))).unwrap()), ["hold"; 3]);
+    // Nothing could be settled: each call fails retriably, nothing is sent,
+    // and the write stays in flight (it may well commit).
+    let still = "retriable: the batch is still running at the end of the plugin call";
+    db.fake().stalls = 1;
+    assert_eq!(error(s.put(second()).unwrap_err()), still);
+    db.fake().stalls = 1;
+    assert_eq!(error(s.flush(FlushScope::All).unwrap_err()), still);
+    db.fake().stalls = 1;
+    assert_eq!(error(s.put(vec![]).unwrap_err()), still);
+    assert_eq!(begun(&db).len(), 1);
+    // Then it ends: its records are accepted, once.
+    let report = s.put(second()).unwrap();
+    assert_eq!(kinds(&report), ["hold"; 2]);
+    assert_eq!(settlements(&report.settled), (1..=3).map(|i| (i, "accept".to_string())).collect::<Vec<_>>());
+    assert_eq!(settlements(&s.flush(FlushScope::All).unwrap()).len(), 2);
+    assert!(s.flush(FlushScope::All).unwrap().is_empty());
+    assert_eq!(db.written_texts(), ["r1", "r2", "r3", "r4", "r5"]);
+}
+
+#[test]
+fn a_put_that_settled_held_records_and_then_fails_returns_them() {
+    for failure in [TaskError::Retriable("lock timeout".into()), TaskError::Fatal("permission denied".into())] {
+        let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+        let mut s = keyed_sink(&db, "upsert");
+        assert_eq!(kinds(&s.put(tagged(3, |i| format!("r{i}"))).unwrap()), ["hold"; 3]);
+        // The next batch's write is refused when begun, after the first
+        // batch's records were settled: they are returned, the batch retried.
+        let e = failure.clone();
+        db.fake().fail = Some(Box::new(move |call| (call == "begin batch").then(|| e.clone())));
+        let second = || (4..=5).map(|i| keyed(i, i, &format!("r{i}"))).collect::<Vec<_>>();
+        let report = s.put(second()).unwrap();
+        let why = error(failure.clone());
+        let why = why.split_once(": ").unwrap().1;
+        assert_eq!(kinds(&report), vec![format!("retry: not written: {why}"); 2]);
+        assert_eq!(settlements(&report.settled), (1..=3).map(|i| (i, "accept".to_string())).collect::<Vec<_>>());
         db.fake().fail = None;
-        s.put(tagged(3, |i| format!("r{i}"))).unwrap();
-        let describes = db.fake().log.iter().filter(|c| c.starts_with("describe")).count();
-        assert_eq!(describes, 2);
+        match failure {
+            // A fatal error fails the task on the next call.
+            TaskError::Fatal(_) => assert_eq!(error(s.put(second()).unwrap_err()), "fatal: permission denied"),
+            TaskError::Retriable(_) => assert_eq!(accepted(&put_flushed(&mut s, second()).unwrap()), 2),
+        }
+    }
+}
+
+#[test]
+fn ddl_waits_for_the_write_in_flight_and_its_batch_is_written_on_the_spot() {
+    let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+    let mut s = sink(
+        &db,
+        &[("insert.mode", "upsert"), ("pk.mode", "record_value"), ("pk.fields", "id"), ("auto.evolve", "true")],
+    );
+    let first = s.put(tagged(3, |i| if i == 2 { "BAD".into() } else { format!("r{i}") })).unwrap();
+    assert_eq!(kinds(&first), ["hold"; 3]);
+    // A new field: the write in flight is settled (its refused row found and
+    // the rest written) before the ALTER (the fake fails on DDL while a
+    // write is in flight), and the batch is written before the put returns.
+    let report = s.put(vec![record(4, "orders", None, Some(r#"{"id": 4, "tag": "r4", "qty": 1}"#))]).unwrap();
+    assert_eq!(kinds(&report), ["accept"]);
+    let settled = settlements(&report.settled);
+    assert_eq!((settled[0].1.as_str(), settled[2].1.as_str()), ("accept", "accept"));
+    assert!(settled[1].1.starts_with("reject: the database refused the row"), "{settled:?}");
+    let log: Vec<String> = db.fake().log.iter().map(|c| c.split(" \"").next().unwrap().to_string()).collect();
+    // The write begun, refused; halving finds the row; the ALTER; the new batch.
+    let begun = ["describe orders", "begin batch", "batch"];
+    let halving = ["batch"; 3];
+    let then = ["execute ALTER TABLE", "describe orders", "batch"];
+    assert_eq!(log, [&begun[..], &halving, &then].concat());
+    assert_eq!(db.written_texts(), ["r1", "r3", "r4"]);
+    assert!(s.flush(FlushScope::All).unwrap().is_empty());
+}
+
+/// What became of the deliveries of a stream of records.
+#[derive(Default)]
+struct Tally {
+    /// Final outcomes per delivery id.
+    settled: std::collections::HashMap<u64, usize>,
+    held: std::collections::HashSet<u64>,
+    /// Sequence numbers of the records accepted, rejected, and to retry.
+    accepted: Vec<u64>,
+    rejected: Vec<u64>,
+    retried: Vec<u64>,
+}
+
+impl Tally {
+    fn settle(&mut self, id: u64, seq: u64, outcome: Outcome) {
+        if let Outcome::Hold = outcome {
+            assert!(self.held.insert(id), "{id} held twice");
+            return;
+        }
+        *self.settled.entry(id).or_default() += 1;
+        match outcome {
+            Outcome::Accept => self.accepted.push(seq),
+            Outcome::Reject(_) => self.rejected.push(seq),
+            Outcome::Retry(_) => self.retried.push(seq),
+            Outcome::Hold => unreachable!(),
+        }
+    }
+}
+
+/// The next number of a pseudo-random sequence.
+fn roll(state: &RefCell<u64>, below: u64) -> u64 {
+    let mut x = state.borrow_mut();
+    *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (*x >> 33) % below
+}
+
+#[test]
+fn every_record_is_settled_exactly_once_across_many_puts() {
+    use std::collections::{HashMap, VecDeque};
+    for (mode, _) in BACKGROUND {
+        let db = FakeDb::new(Dialect::Postgres).with_table("orders", ORDERS);
+        // Faults at random: writes that fail retriably (in the background or
+        // when written again), writes refused when begun.
+        let rng = Rc::new(RefCell::new(7_u64));
+        let faults = Rc::clone(&rng);
+        db.fake().fail = Some(Box::new(move |call| {
+            let roll = roll(&faults, 100);
+            match call {
+                "batch" | "copy orders" if roll < 15 => Some(TaskError::Retriable("deadlock detected".into())),
+                c if c.starts_with("begin") && roll < 5 => Some(TaskError::Retriable("lock timeout".into())),
+                _ => None,
+            }
+        }));
+        let mut s = keyed_sink(&db, mode);
+        // Records by sequence number, 13 keys; some refused by the database,
+        // some not JSON. Each delivery has an id of its own, as the host gives.
+        let value = |seq: u64| match seq {
+            _ if seq.is_multiple_of(31) => "nope".to_string(),
+            _ if seq.is_multiple_of(29) => json!({"id": seq % 13, "tag": format!("BAD{seq}")}).to_string(),
+            _ => json!({"id": seq % 13, "tag": format!("r{seq}")}).to_string(),
+        };
+        let mut queue: VecDeque<u64> = (1..=600).collect();
+        let mut seq_of: HashMap<u64, u64> = HashMap::new();
+        let mut tally = Tally::default();
+        let mut again: Option<Vec<SinkRecord>> = None;
+        for step in 0.. {
+            assert!(step < 5000, "{mode}: no end");
+            if queue.is_empty() && tally.held.is_empty() && again.is_none() {
+                break;
+            }
+            if roll(&rng, 10) == 0 {
+                db.fake().stalls = 1;
+            }
+            let settlements = if !tally.held.is_empty() && again.is_none() && roll(&rng, 4) == 0 {
+                let result = match roll(&rng, 2) {
+                    0 => s.put(vec![]).map(|r| {
+                        assert!(r.outcomes.is_empty());
+                        r.settled
+                    }),
+                    _ => s.flush(FlushScope::Records(vec![*tally.held.iter().next().unwrap()])),
+                };
+                match result {
+                    Ok(settled) => settled,
+                    Err(TaskError::Retriable(_)) => Vec::new(),
+                    Err(e) => panic!("{mode}: {e:?}"),
+                }
+            } else {
+                let batch = again.take().unwrap_or_else(|| {
+                    let n = 1 + roll(&rng, 40) as usize;
+                    (0..n.min(queue.len()))
+                        .map(|_| {
+                            let seq = queue.pop_front().unwrap();
+                            let id = seq_of.len() as u64;
+                            seq_of.insert(id, seq);
+                            record(id, "orders", None, Some(&value(seq)))
+                        })
+                        .collect()
+                });
+                match s.put(batch.clone()) {
+                    Ok(report) => {
+                        assert_eq!(report.outcomes.len(), batch.len());
+                        for (record, outcome) in batch.iter().zip(report.outcomes) {
+                            tally.settle(record.id, seq_of[&record.id], outcome);
+                        }
+                        report.settled
+                    }
+                    // The host puts the same records again.
+                    Err(TaskError::Retriable(_)) => {
+                        again = Some(batch);
+                        Vec::new()
+                    }
+                    Err(e) => panic!("{mode}: {e:?}"),
+                }
+            };
+            for Settlement { id, outcome } in settlements {
+                assert!(tally.held.remove(&id), "{mode}: {id} settled, but not held");
+                tally.settle(id, seq_of[&id], outcome);
+            }
+            // Records to retry are delivered again, in order, before the rest.
+            tally.retried.sort();
+            for seq in tally.retried.drain(..).rev() {
+                queue.push_front(seq);
+            }
+        }
+        let Tally { settled, accepted, rejected, .. } = tally;
+        assert_eq!(settled.len(), seq_of.len(), "{mode}: every delivery settled");
+        assert!(settled.values().all(|&n| n == 1), "{mode}: every delivery settled once");
+        // Each record accepted or rejected, once: not JSON, rejected; refused
+        // by the database, rejected (or accepted with the later upsert of
+        // its key that superseded it in a statement); the others accepted.
+        let mut all = [accepted.clone(), rejected.clone()].concat();
+        all.sort();
+        assert_eq!(all, (1..=600).collect::<Vec<_>>(), "{mode}");
+        let not_json = |seq: u64| seq.is_multiple_of(31);
+        let refused = |seq: u64| not_json(seq) || seq.is_multiple_of(29);
+        assert!(rejected.iter().all(|&seq| refused(seq)), "{mode}: {rejected:?}");
+        assert!((1..=600).filter(|&seq| not_json(seq)).all(|seq| rejected.contains(&seq)), "{mode}");
+        if mode == "insert" {
+            assert_eq!(rejected.len(), (1..=600).filter(|&seq| refused(seq)).count());
+        }
+        assert!(seq_of.len() > 700, "{mode}: faults were met ({} deliveries)", seq_of.len());
+        // Each key's rows were written in the records' order.
+        let fake = db.fake();
+        let values: Vec<&Value> = fake.written.iter().flatten().collect();
+        let mut last: HashMap<i64, u64> = HashMap::new();
+        for pair in values.chunks(2) {
+            let (Value::Int(key), Value::Text(tag)) = (pair[0], pair[1]) else { panic!("{pair:?}") };
+            let seq: u64 = tag.trim_start_matches('r').parse().unwrap();
+            assert!(
+                last.insert(*key, seq).is_none_or(|before| before < seq),
+                "{mode}: key {key}: {seq} after a later one"
+            );
+        }
     }
 }
 
@@ -752,7 +1253,7 @@ fn values_are_bound_by_the_columns_catalogue_type() {
     bad["n"] = json!("three");
     let batch =
         vec![record(1, "events", None, Some(&value.to_string())), record(2, "events", None, Some(&bad.to_string()))];
-    let report = s.put(batch).unwrap();
+    let report = put_flushed(&mut s, batch).unwrap();
     let kinds = kinds(&report);
     assert_eq!(kinds[0], "accept");
     assert_eq!(
@@ -781,7 +1282,7 @@ fn tombstones_delete_by_key_or_are_rejected() {
         record(2, "orders", Some("7"), None),
         record(3, "orders", None, None),
     ];
-    let report = s.put(batch).unwrap();
+    let report = put_flushed(&mut s, batch).unwrap();
     assert_eq!(kinds(&report)[..2], ["accept", "accept"]);
     assert_eq!(kinds(&report)[2], "reject: the record has no key, and pk.mode=record_key");
     // A delete among the inserts: one transaction, not copy-in.
@@ -793,7 +1294,7 @@ fn tombstones_delete_by_key_or_are_rejected() {
 
     let db = FakeDb::new(Dialect::Mysql).with_table("orders", ORDERS);
     let mut s = sink(&db, &[("pk.mode", "record_key"), ("pk.fields", "id")]);
-    let report = s.put(vec![record(1, "orders", Some("7"), None)]).unwrap();
+    let report = put_flushed(&mut s, vec![record(1, "orders", Some("7"), None)]).unwrap();
     assert_eq!(kinds(&report), ["reject: a tombstone (null value), and delete.enabled=false: nothing to write"]);
     assert!(db.fake().log.is_empty(), "nothing to write, nothing asked");
 }
@@ -810,7 +1311,7 @@ fn pk_kafka_updates_by_coordinates() {
         ],
     );
     let mut s = sink(&db, &[("pk.mode", "kafka"), ("insert.mode", "update")]);
-    let report = s.put(vec![record(9, "orders", None, Some(r#"{"tag": "r9"}"#))]).unwrap();
+    let report = put_flushed(&mut s, vec![record(9, "orders", None, Some(r#"{"tag": "r9"}"#))]).unwrap();
     assert_eq!(kinds(&report), ["accept"]);
     assert_eq!(
         db.sql_of_batches(),
@@ -836,7 +1337,7 @@ fn unquoted_identifiers_on_postgres_match_folded_names() {
             ("pk.fields", "id"),
         ],
     );
-    let report = s.put(vec![record(1, "Orders", None, Some(r#"{"id": 1, "tagName": "r1"}"#))]).unwrap();
+    let report = put_flushed(&mut s, vec![record(1, "Orders", None, Some(r#"{"id": 1, "tagName": "r1"}"#))]).unwrap();
     assert_eq!(kinds(&report), ["accept"]);
     assert_eq!(db.fake().log[0], "describe orders");
     assert_eq!(
@@ -847,7 +1348,7 @@ fn unquoted_identifiers_on_postgres_match_folded_names() {
     );
     // copy-in gets the catalogue's names.
     let mut s = sink(&db, &[("quote.sql.identifiers", "never")]);
-    s.put(vec![record(2, "Orders", None, Some(r#"{"id": 2, "tagName": "r2"}"#))]).unwrap();
+    put_flushed(&mut s, vec![record(2, "Orders", None, Some(r#"{"id": 2, "tagName": "r2"}"#))]).unwrap();
     let fake = db.fake();
     assert_eq!(
         (fake.copies[0].0.as_str(), fake.copies[0].1.as_slice()),
@@ -885,37 +1386,13 @@ fn validation_names_the_keys() {
     assert!(SqlSink::validate(&Config::default()).is_empty());
 }
 
-/// The README's table of keys, as `metadata()` declares them.
-fn readme_table() -> String {
-    let mut out = String::from("| key | type | default | description |\n|---|---|---|---|\n");
-    for key in SqlSink::metadata().config {
-        let ty = match key.type_ {
-            spillway_sdk::ConfigType::Boolean => "BOOLEAN",
-            spillway_sdk::ConfigType::Int => "INT",
-            spillway_sdk::ConfigType::Long => "LONG",
-            spillway_sdk::ConfigType::Double => "DOUBLE",
-            spillway_sdk::ConfigType::String => "STRING",
-            spillway_sdk::ConfigType::List => "LIST",
-            spillway_sdk::ConfigType::Password => "PASSWORD",
-        };
-        let default = match key.default_value.as_deref() {
-            None => "required".to_string(),
-            Some("") => "`\"\"`".to_string(),
-            Some(d) => format!("`{}`", d.replace('|', "\\|")),
-        };
-        let doc = key.documentation.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;");
-        out.push_str(&format!("| `{}` | {ty} | {default} | {doc} |\n", key.name));
-    }
-    out
-}
-
 #[test]
 fn readme_lists_every_config_key_as_metadata_declares_it() {
     let readme = include_str!("../README.md");
     let (begin, end) = ("<!-- config-keys:begin -->\n", "<!-- config-keys:end -->");
     let start = readme.find(begin).expect("README has the begin marker") + begin.len();
     let stop = readme.find(end).expect("README has the end marker");
-    let expected = readme_table();
+    let expected = spillway_sdk::markdown_key_table(&SqlSink::metadata().config);
     assert!(
         readme[start..stop] == expected,
         "plugins/sql-sink/README.md's key table differs from SqlSink::metadata(); put this between the markers:\n\n{expected}"
@@ -925,12 +1402,30 @@ fn readme_lists_every_config_key_as_metadata_declares_it() {
 /// A database that answers at once: what the sink itself costs per record.
 struct NullDb(Vec<Column>);
 
+/// A write that ended when it was begun.
+struct Ended(Result<BatchOutcome, TaskError>);
+
+impl Pending for Ended {
+    fn wait(&mut self) -> Result<BatchOutcome, TaskError> {
+        self.0.clone()
+    }
+    fn running(&self) -> bool {
+        false
+    }
+}
+
 impl Db for NullDb {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
     fn execute_batch(&mut self, statements: &[Statement]) -> Result<BatchOutcome, TaskError> {
         Ok(BatchOutcome::Committed(statements.iter().map(|s| s.rows.len() as u64).collect()))
+    }
+    fn begin_batch(&mut self, statements: &[Statement]) -> Result<Box<dyn Pending>, TaskError> {
+        Ok(Box::new(Ended(self.execute_batch(statements))))
+    }
+    fn begin_copy_in(&mut self, t: &str, c: &[String], rows: &[Vec<Value>]) -> Result<Box<dyn Pending>, TaskError> {
+        Ok(Box::new(Ended(self.copy_in(t, c, rows))))
     }
     fn execute(&mut self, _sql: &str) -> Result<u64, TaskError> {
         Ok(0)

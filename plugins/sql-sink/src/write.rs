@@ -3,7 +3,9 @@
 //! UPDATE or DELETE over many rows), all of a put in one `execute-batch`
 //! transaction; plain inserts go by `copy-in` instead. A row the database
 //! refuses is found (by halving a statement's rows when the database does
-//! not say which) and rejected, and the rest written again.
+//! not say which) and rejected, and the rest written again. A write begun
+//! in the host ([`crate::flight`]) that found a refused row goes on here,
+//! from that failure.
 
 use crate::dialect::Sql;
 use crate::rows::Op;
@@ -140,15 +142,28 @@ impl Outcomes {
         self.0[record].is_some()
     }
 
-    pub fn into_report(self) -> PutReport {
-        let outcomes = self
-            .0
-            .into_iter()
-            .map(|o| {
-                debug_assert!(o.is_some(), "a record was not settled");
-                o.unwrap_or_else(|| Outcome::Retry("not written (sql-sink did not settle it)".into()))
-            })
-            .collect();
+    /// Holds every record not settled yet (they are being written in the
+    /// background) and returns their indices.
+    pub fn hold_rest(&mut self) -> Vec<usize> {
+        let mut held = Vec::new();
+        for (i, outcome) in self.0.iter_mut().enumerate() {
+            if outcome.is_none() {
+                *outcome = Some(Outcome::Hold);
+                held.push(i);
+            }
+        }
+        held
+    }
+
+    /// A record's outcome, taken out.
+    pub fn take(&mut self, record: usize) -> Outcome {
+        let outcome = self.0[record].take();
+        debug_assert!(outcome.is_some(), "record {record} was not settled");
+        outcome.unwrap_or_else(|| Outcome::Retry("not written (sql-sink did not settle it)".into()))
+    }
+
+    pub fn into_report(mut self) -> PutReport {
+        let outcomes = (0..self.0.len()).map(|i| self.take(i)).collect();
         PutReport { outcomes, settled: Vec::new() }
     }
 }
@@ -276,7 +291,7 @@ pub fn statement(sql: &Sql, bound: &mut [Bound], chunk: &Chunk) -> Statement {
 }
 
 /// Returns the parameters a chunk's statement took to its rows.
-fn give_back(statement: Statement, bound: &mut [Bound], chunk: &Chunk) {
+pub fn give_back(statement: Statement, bound: &mut [Bound], chunk: &Chunk) {
     let lead = chunk.lead(bound);
     let (op, width, key_len) = (lead.op, lead.layout.columns.len(), lead.layout.key_len);
     match op {
@@ -298,45 +313,60 @@ fn give_back(statement: Statement, bound: &mut [Bound], chunk: &Chunk) {
 }
 
 /// Why the database refused a row, for the record's rejection.
-fn refused(failure: &RowFailure) -> String {
+fn refused_row(failure: &RowFailure) -> String {
     match &failure.code {
         Some(code) => format!("the database refused the row: {} (code {code})", failure.message),
         None => format!("the database refused the row: {}", failure.message),
     }
 }
 
+/// Accepts every record the chunks' statements wrote (they committed).
+pub fn accept(bound: &[Bound], chunks: &[Chunk], outcomes: &mut Outcomes) {
+    for b in chunks.iter().flat_map(|c| &c.slots).flat_map(Slot::rows) {
+        outcomes.settle(bound[b].record, Outcome::Accept);
+    }
+}
+
 /// Writes the chunks in one transaction: on a refused row, rejects it
 /// (halving its statement's rows until the database names it) and runs the
-/// batch again, until it commits. A retriable or fatal error is returned as
-/// it is; nothing of the batch was committed then.
+/// batch again, until it commits. `refused` is how an attempt made already
+/// (begun in the background) failed: the first to act on. A retriable or
+/// fatal error is returned as it is; nothing of the batch was committed
+/// then (the records rejected so far were refused by the database).
 pub fn write_batch(
     db: &mut dyn Db,
     sql: &Sql,
     bound: &mut [Bound],
     mut chunks: Vec<Chunk>,
     outcomes: &mut Outcomes,
+    mut refused: Option<RowFailure>,
 ) -> Result<(), TaskError> {
-    let mut attempts = 0;
-    while !chunks.is_empty() {
-        attempts += 1;
-        let statements: Vec<Statement> = chunks.iter().map(|c| statement(sql, bound, c)).collect();
-        let failure = match db.execute_batch(&statements)? {
-            BatchOutcome::Committed(_) => {
-                for b in chunks.iter().flat_map(|c| &c.slots).flat_map(Slot::rows) {
-                    outcomes.settle(bound[b].record, Outcome::Accept);
+    let mut attempts = usize::from(refused.is_some());
+    loop {
+        let failure = match refused.take() {
+            Some(failure) => failure,
+            None if chunks.is_empty() => return Ok(()),
+            None => {
+                attempts += 1;
+                let statements: Vec<Statement> = chunks.iter().map(|c| statement(sql, bound, c)).collect();
+                match db.execute_batch(&statements)? {
+                    BatchOutcome::Committed(_) => {
+                        accept(bound, &chunks, outcomes);
+                        if attempts > 1 {
+                            spillway_sdk::log::debug(&format!("batch committed after {attempts} attempts"));
+                        }
+                        return Ok(());
+                    }
+                    BatchOutcome::RowFailed(failure) => {
+                        for (statement, chunk) in statements.into_iter().zip(&chunks) {
+                            give_back(statement, bound, chunk);
+                        }
+                        failure
+                    }
                 }
-                if attempts > 1 {
-                    spillway_sdk::log::debug(&format!("batch committed after {attempts} attempts"));
-                }
-                return Ok(());
             }
-            BatchOutcome::RowFailed(failure) => failure,
         };
-        let count = statements.len();
-        for (statement, chunk) in statements.into_iter().zip(&chunks) {
-            give_back(statement, bound, chunk);
-        }
-        let i = failure.statement as usize;
+        let (i, count) = (failure.statement as usize, chunks.len());
         let Some(chunk) = chunks.get_mut(i) else {
             return Err(TaskError::Fatal(format!(
                 "the database refused a row of statement {i}, but the batch had {count} statements: {}",
@@ -353,7 +383,7 @@ pub fn write_batch(
         match named {
             Some(s) => {
                 let slot = &mut chunk.slots[s];
-                outcomes.settle(bound[slot.row].record, Outcome::Reject(refused(&failure)));
+                outcomes.settle(bound[slot.row].record, Outcome::Reject(refused_row(&failure)));
                 match slot.superseded.pop() {
                     Some(previous) => slot.row = previous,
                     None => {
@@ -371,28 +401,19 @@ pub fn write_batch(
             }
         }
     }
-    Ok(())
 }
 
-/// Appends plain inserts with `copy-in`, one call (one transaction) per
-/// table and column set, in the order first seen. A refused row is
-/// rejected and the others copied again (by halves, when the database does
-/// not say which). When a copy fails after an earlier one committed, the
-/// records written are accepted and every other one is `Retry`: a
-/// retriable error ends there (`Ok(None)`), a fatal one is handed back to
-/// fail the task on its next call (`Ok(Some(error))`). When nothing was
-/// committed, the error is returned as it is.
-pub fn write_copies(
-    db: &mut dyn Db,
-    bound: &mut [Bound],
-    outcomes: &mut Outcomes,
-) -> Result<Option<TaskError>, TaskError> {
-    /// The rows of one table and column set, taken from the bound rows.
-    struct Group {
-        layout: Rc<Layout>,
-        records: Vec<usize>,
-        rows: Vec<Vec<Value>>,
-    }
+/// The rows of one table and column set, for one `copy-in`.
+pub struct Group {
+    pub layout: Rc<Layout>,
+    /// The records of the rows, in order.
+    pub records: Vec<usize>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Plain inserts as `copy-in` groups, one per table and column set, in the
+/// order first seen; the rows' parameters are taken from the bound rows.
+pub fn copy_groups(bound: &mut [Bound]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for b in bound.iter_mut() {
         let params = std::mem::take(&mut b.params);
@@ -404,8 +425,27 @@ pub fn write_copies(
             None => groups.push(Group { layout: Rc::clone(&b.layout), records: vec![b.record], rows: vec![params] }),
         }
     }
+    groups
+}
+
+/// Appends the groups with `copy-in`, one call (one transaction) each, in
+/// order. A refused row is rejected and the others copied again (by
+/// halves, when the database does not say which); `refused` is how the
+/// first group's copy, begun in the background, failed. When a copy fails
+/// after an earlier one committed, the records written are accepted and
+/// every other one is `Retry`: a retriable error ends there (`Ok(None)`), a
+/// fatal one is handed back to fail the task on its next call
+/// (`Ok(Some(error))`). When nothing was committed, the error is returned
+/// as it is (the records rejected so far were refused by the database).
+pub fn write_copies(
+    db: &mut dyn Db,
+    groups: Vec<Group>,
+    outcomes: &mut Outcomes,
+    mut refused: Option<RowFailure>,
+) -> Result<Option<TaskError>, TaskError> {
     let mut committed = false;
-    for Group { layout, mut records, mut rows } in groups {
+    let mut groups = groups.into_iter();
+    while let Some(Group { layout, mut records, mut rows }) = groups.next() {
         let table = &layout.catalog;
         // The parts still to copy are in the order of their rows (`pending`
         // holds their lengths), so each starts at `done`, the first row not
@@ -415,7 +455,11 @@ pub fn write_copies(
         let mut pending: VecDeque<usize> = VecDeque::from([rows.len()]);
         while let Some(len) = pending.pop_front() {
             let part = done..done + len;
-            match db.copy_in(table, &layout.columns, &rows[part.clone()]) {
+            let copied = match refused.take() {
+                Some(failure) => Ok(BatchOutcome::RowFailed(failure)),
+                None => db.copy_in(table, &layout.columns, &rows[part.clone()]),
+            };
+            match copied {
                 Ok(BatchOutcome::Committed(_)) => {
                     committed = true;
                     for &record in &records[part] {
@@ -427,7 +471,7 @@ pub fn write_copies(
                     let named = if len == 1 { Some(0) } else { failure.row.map(|r| r as usize).filter(|&r| r < len) };
                     match named {
                         Some(r) => {
-                            outcomes.settle(records.remove(done + r), Outcome::Reject(refused(&failure)));
+                            outcomes.settle(records.remove(done + r), Outcome::Reject(refused_row(&failure)));
                             rows.remove(done + r);
                             if len > 1 {
                                 pending.push_front(len - 1);
@@ -448,10 +492,9 @@ pub fn write_copies(
                         "copy into {table} failed after other rows of the batch were written: {message}"
                     ));
                     let reason = format!("not written: copy into {table} failed: {message}");
-                    for b in bound.iter() {
-                        if !outcomes.is_settled(b.record) {
-                            outcomes.settle(b.record, Outcome::Retry(reason.clone()));
-                        }
+                    // This group's rows from `done` on, and every later group's.
+                    for record in records.drain(done..).chain(groups.flat_map(|g| g.records)) {
+                        outcomes.settle(record, Outcome::Retry(reason.clone()));
                     }
                     return Ok(match error {
                         TaskError::Fatal(_) => Some(error),
