@@ -27,7 +27,7 @@ use support::databases::postgres;
 
 const RECORDS: usize = 30_000;
 const BATCH: usize = 500;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn main() {
     let executor = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

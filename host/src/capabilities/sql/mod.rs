@@ -4,7 +4,8 @@
 //! The grant (`plugin.grant.sql.<name>.*`, [`grant`]) holds the URL and the
 //! credentials; the plugin sends statements with bound parameters, which
 //! [`guard`] reads first so that nothing reaches past the database (files,
-//! programs, other databases). Every operation runs in one transaction under
+//! programs, other databases). Every operation is atomic (one transaction, or
+//! one statement on its own, which saves the BEGIN and COMMIT round trips), under
 //! the grant's timeout and retries and is counted ([`op`](super::op)); a row
 //! the database refuses comes back as the plugin's to handle, the rest as
 //! the one retriable / fatal error ([`failure`]).
@@ -87,6 +88,7 @@ impl SqlCtx {
         database: &Resource<OpenDatabase>,
         op: &'static str,
         writes: bool,
+        alone: bool,
         input: &A,
         work: Work<A, T>,
     ) -> wasmtime::Result<Result<T, Error>> {
@@ -99,7 +101,7 @@ impl SqlCtx {
             },
             false => None,
         };
-        Ok(transact(&self.metrics, &policy, &self.budget, &pool, op, input, work).await)
+        Ok(transact((&self.metrics, &policy, &self.budget), &pool, op, alone, input, work).await)
     }
 
     /// Starts a write in the background once the batch before it ended (its
@@ -108,6 +110,7 @@ impl SqlCtx {
         &mut self,
         database: &Resource<OpenDatabase>,
         op: &'static str,
+        alone: bool,
         input: A,
         work: Work<A, BatchOutcome>,
     ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
@@ -120,7 +123,7 @@ impl SqlCtx {
         let metrics = self.metrics.clone();
         let task = tokio::spawn(async move {
             // Outside any plugin call: the grant's own timeout bounds it.
-            let result = transact(&metrics, &policy, &CallBudget::default(), &pool, op, &input, work).await;
+            let result = transact((&metrics, &policy, &CallBudget::default()), &pool, op, alone, &input, work).await;
             drop(turn);
             result
         });
@@ -143,20 +146,20 @@ async fn writer_turn(
 }
 
 /// Runs `work` under `policy`: each attempt in a transaction of its own,
-/// committed when `work` says so and rolled back (dropped) otherwise.
+/// committed when `work` says so and rolled back (dropped) otherwise; or,
+/// for a single statement (`alone`), on a connection without one.
 /// `work` takes its input as an argument, so that its future borrows only
 /// what the attempt lends it.
 async fn transact<A: Sync, T: Send>(
-    metrics: &CapabilityMetrics,
-    policy: &OpPolicy,
-    budget: &CallBudget,
+    (metrics, policy, budget): (&CapabilityMetrics, &OpPolicy, &CallBudget),
     pool: &Pool,
     op: &'static str,
+    alone: bool,
     input: &A,
     work: Work<A, T>,
 ) -> Result<T, Error> {
     let attempt = || async move {
-        let mut tx = Tx::begin(pool).await?;
+        let mut tx = Tx::begin(pool, alone).await?;
         match work(pool, &mut tx, input).await? {
             Outcome::Commit(value) => {
                 tx.commit().await?;
@@ -169,7 +172,18 @@ async fn transact<A: Sync, T: Send>(
     op::run(metrics, key(op), policy, budget, attempt).await
 }
 
+/// Whether a batch is one statement run once: atomic without a transaction.
+fn single(statements: &[Statement]) -> bool {
+    statements.len() == 1 && statements[0].rows.len() <= 1
+}
+
 impl SqlCtx {
+    /// Whether `copy-in` is one statement: PostgreSQL's COPY is; elsewhere it
+    /// is an INSERT per row, in a transaction.
+    fn copies_alone(&self, database: &Resource<OpenDatabase>) -> wasmtime::Result<bool> {
+        Ok(matches!(self.table.get(database)?.pool, Pool::Postgres(_)))
+    }
+
     /// Refuses statements that reach past the database ([`guard`]).
     fn check<'s>(
         &self,
@@ -230,7 +244,7 @@ impl HostDatabase for SqlCtx {
         // credentials fails the task at start with a clear message.
         let probe = || {
             let pool = pool.clone();
-            async move { Tx::begin(&pool).await.map(drop) }
+            async move { Tx::begin(&pool, true).await.map(drop) }
         };
         let answered = op::run(&self.metrics, key("open"), &granted.policy, &self.budget, probe).await;
         if let Err(e) = answered {
@@ -260,7 +274,8 @@ impl HostDatabase for SqlCtx {
         if let Err(e) = self.check(&database, statements.iter().map(|s| s.sql.as_str()))? {
             return Ok(Err(e));
         }
-        self.in_transaction(&database, "execute-batch", true, &statements, batch_work).await
+        let alone = single(&statements);
+        self.in_transaction(&database, "execute-batch", true, alone, &statements, batch_work).await
     }
 
     async fn begin_batch(
@@ -271,7 +286,8 @@ impl HostDatabase for SqlCtx {
         if let Err(e) = self.check(&database, statements.iter().map(|s| s.sql.as_str()))? {
             return Ok(Err(e));
         }
-        self.begin(&database, "execute-batch", statements, batch_work).await
+        let alone = single(&statements);
+        self.begin(&database, "execute-batch", alone, statements, batch_work).await
     }
 
     async fn execute(
@@ -283,7 +299,7 @@ impl HostDatabase for SqlCtx {
         if let Err(e) = self.check(&database, [sql.as_str()])? {
             return Ok(Err(e));
         }
-        self.in_transaction(&database, "execute", true, &(sql, params), |_, tx, (sql, params)| {
+        self.in_transaction(&database, "execute", true, true, &(sql, params), |_, tx, (sql, params)| {
             Box::pin(async move { tx.execute(sql, params).await.map(Outcome::Commit).map_err(Failure::into_error) })
         })
         .await
@@ -298,7 +314,7 @@ impl HostDatabase for SqlCtx {
         if let Err(e) = self.check(&database, [sql.as_str()])? {
             return Ok(Err(e));
         }
-        self.in_transaction(&database, "query", false, &(sql, params), |_, tx, (sql, params)| {
+        self.in_transaction(&database, "query", false, true, &(sql, params), |_, tx, (sql, params)| {
             Box::pin(async move { tx.query(sql, params).await.map(Outcome::RollBack).map_err(Failure::into_error) })
         })
         .await
@@ -311,7 +327,8 @@ impl HostDatabase for SqlCtx {
         columns: Vec<String>,
         rows: Vec<Vec<Value>>,
     ) -> wasmtime::Result<Result<BatchOutcome, Error>> {
-        self.in_transaction(&database, "copy-in", true, &(table, columns, rows), copy_work).await
+        let alone = self.copies_alone(&database)?;
+        self.in_transaction(&database, "copy-in", true, alone, &(table, columns, rows), copy_work).await
     }
 
     async fn begin_copy_in(
@@ -321,7 +338,8 @@ impl HostDatabase for SqlCtx {
         columns: Vec<String>,
         rows: Vec<Vec<Value>>,
     ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
-        self.begin(&database, "copy-in", (table, columns, rows), copy_work).await
+        let alone = self.copies_alone(&database)?;
+        self.begin(&database, "copy-in", alone, (table, columns, rows), copy_work).await
     }
 
     async fn describe_table(
@@ -329,7 +347,7 @@ impl HostDatabase for SqlCtx {
         database: Resource<OpenDatabase>,
         table: String,
     ) -> wasmtime::Result<Result<Option<Vec<Column>>, Error>> {
-        self.in_transaction(&database, "describe-table", false, &table, |pool, tx, table| {
+        self.in_transaction(&database, "describe-table", false, true, &table, |pool, tx, table| {
             Box::pin(async move {
                 catalog::describe(pool, tx, table).await.map(Outcome::RollBack).map_err(Failure::into_error)
             })
@@ -351,6 +369,8 @@ impl HostDatabase for SqlCtx {
     }
 }
 
+// `&Vec`, not a slice: the signature is a `Work<Vec<Statement>, _>`.
+#[allow(clippy::ptr_arg)]
 fn batch_work<'t>(
     _: &'t Pool,
     tx: &'t mut Tx,

@@ -1,34 +1,77 @@
-//! A transaction on one of the three drivers: every operation of the
-//! capability runs in one, so a batch is all or nothing.
+//! A connection of one of the three drivers, in a transaction, so that a
+//! batch is all or nothing, or alone for a single statement, which is
+//! atomic by itself (and saves the BEGIN and COMMIT round trips).
 
 use super::bindings::spillway::sql::databases::{Rows, Value};
 use super::failure::{Failure, classify};
 use super::grant::Pool;
 use super::values::{bind_mysql, bind_postgres, bind_sqlite, binds_postgres, read_mysql, read_postgres, read_sqlite};
 use crate::capabilities::errors::Error;
-use sqlx::{Column, Either, Executor, MySql, Postgres, Sqlite, Statement, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::{Column, Database, Either, Executor, MySql, Postgres, Sqlite, Statement, Transaction};
+use std::ops::{Deref, DerefMut};
 
 pub enum Tx {
-    Postgres(Transaction<'static, Postgres>),
-    MySql(Transaction<'static, MySql>),
-    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Held<Postgres>),
+    MySql(Held<MySql>),
+    Sqlite(Held<Sqlite>),
+}
+
+/// How the connection is held.
+pub enum Held<DB: Database> {
+    InTransaction(Transaction<'static, DB>),
+    Alone(PoolConnection<DB>),
+}
+
+impl<DB: Database> Deref for Held<DB> {
+    type Target = DB::Connection;
+
+    fn deref(&self) -> &DB::Connection {
+        match self {
+            Held::InTransaction(tx) => tx,
+            Held::Alone(conn) => conn,
+        }
+    }
+}
+
+impl<DB: Database> DerefMut for Held<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        match self {
+            Held::InTransaction(tx) => tx,
+            Held::Alone(conn) => conn,
+        }
+    }
+}
+
+impl<DB: Database> Held<DB> {
+    async fn begin(pool: &sqlx::Pool<DB>, alone: bool) -> Result<Self, sqlx::Error> {
+        if alone { pool.acquire().await.map(Held::Alone) } else { pool.begin().await.map(Held::InTransaction) }
+    }
+
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Held::InTransaction(tx) => tx.commit().await,
+            Held::Alone(_) => Ok(()),
+        }
+    }
 }
 
 impl Tx {
-    pub async fn begin(pool: &Pool) -> Result<Tx, Error> {
+    /// A transaction, or (`alone`) a connection for one statement.
+    pub async fn begin(pool: &Pool, alone: bool) -> Result<Tx, Error> {
         let begun = match pool {
-            Pool::Postgres(p) => p.begin().await.map(Tx::Postgres),
-            Pool::MySql(p) => p.begin().await.map(Tx::MySql),
-            Pool::Sqlite(p) => p.begin().await.map(Tx::Sqlite),
+            Pool::Postgres(p) => Held::begin(p, alone).await.map(Tx::Postgres),
+            Pool::MySql(p) => Held::begin(p, alone).await.map(Tx::MySql),
+            Pool::Sqlite(p) => Held::begin(p, alone).await.map(Tx::Sqlite),
         };
         begun.map_err(|e| classify(e).into_error())
     }
 
     pub async fn commit(self) -> Result<(), Error> {
         let committed = match self {
-            Tx::Postgres(tx) => tx.commit().await,
-            Tx::MySql(tx) => tx.commit().await,
-            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Postgres(held) => held.commit().await,
+            Tx::MySql(held) => held.commit().await,
+            Tx::Sqlite(held) => held.commit().await,
         };
         committed.map_err(|e| classify(e).into_error())
     }
