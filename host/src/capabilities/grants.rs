@@ -10,6 +10,7 @@
 
 use super::object_store::ObjectStoreGrant;
 use super::sql::SqlGrant;
+use crate::config::{ConfigDef, Values};
 use anyhow::{Result, anyhow, bail};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -147,6 +148,27 @@ impl Grants {
     fn deprecate(&mut self, key: &str, instead: &str) {
         self.deprecated.push((key.to_string(), instead.to_string()));
     }
+}
+
+/// A named grant's settings read with its capability's table: a setting the
+/// table lacks (a typo must not silently grant less than was meant) or a
+/// bad value is an error naming the whole key.
+pub(crate) fn checked_settings<'d>(
+    table: &'d ConfigDef,
+    capability: &str,
+    name: &str,
+    settings: &BTreeMap<String, String>,
+) -> Result<Values<'d>> {
+    let key = |setting: &str| format!("{GRANT_PREFIX}{capability}.{name}.{setting}");
+    if let Some(unknown) = settings.keys().find(|k| table.find(k).is_none()) {
+        let known: Vec<&str> = table.keys().iter().map(|k| k.name()).collect();
+        bail!("{}: unknown setting (the {capability} grant takes {})", key(unknown), known.join(", "));
+    }
+    let (values, problems) = table.parse(settings);
+    if let Some(problem) = problems.first() {
+        bail!("{}: {}", key(&problem.key), problem.message);
+    }
+    Ok(values)
 }
 
 /// Refuses a setting a capability does not take: a typo must not silently

@@ -2,6 +2,7 @@
 //! one table, and the store it opens, confined to the granted prefix.
 
 use super::CAPABILITY;
+use crate::capabilities::grants::checked_settings;
 use crate::capabilities::op::OpPolicy;
 use crate::config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
 use anyhow::{Result, anyhow, bail};
@@ -101,15 +102,7 @@ impl ObjectStoreGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("object-store", setting_keys()));
         let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        // A typo must not silently grant less than was meant.
-        if let Some(unknown) = settings.keys().find(|k| SETTINGS.find(k).is_none()) {
-            let known: Vec<String> = setting_keys().iter().map(|k| k.name().to_string()).collect();
-            bail!("{}: unknown setting (an {CAPABILITY} grant takes {})", key(unknown), known.join(", "));
-        }
-        let (values, problems) = SETTINGS.parse(settings);
-        if let Some(problem) = problems.first() {
-            bail!("{}: {}", key(&problem.key), problem.message);
-        }
+        let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
         let raw = values.string("url");
         let url = url::Url::parse(raw).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());

@@ -3,6 +3,7 @@
 //! stay here; the plugin only names the grant.
 
 use super::CAPABILITY;
+use crate::capabilities::grants::checked_settings;
 use crate::capabilities::op::OpPolicy;
 use crate::config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
 use anyhow::{Result, anyhow, bail};
@@ -88,15 +89,7 @@ impl SqlGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("sql", setting_keys()));
         let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        // A typo must not silently grant less than was meant.
-        if let Some(unknown) = settings.keys().find(|k| SETTINGS.find(k).is_none()) {
-            let known: Vec<String> = setting_keys().iter().map(|k| k.name().to_string()).collect();
-            bail!("{}: unknown setting (a {CAPABILITY} grant takes {})", key(unknown), known.join(", "));
-        }
-        let (values, problems) = SETTINGS.parse(settings);
-        if let Some(problem) = problems.first() {
-            bail!("{}: {}", key(&problem.key), problem.message);
-        }
+        let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
         let raw = values.string("url").trim();
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
         let user = non_empty(values.string("user"));
