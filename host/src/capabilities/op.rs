@@ -11,6 +11,7 @@
 //! plugin were a runaway.
 
 use super::errors::Error;
+use crate::config::{Importance, KeyDef, Type, Validator, Values};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,29 @@ pub struct OpPolicy {
     pub timeout: Duration,
     /// Further attempts after a retriable failure.
     pub retries: u32,
+}
+
+impl OpPolicy {
+    /// The grant settings a policy is read from, `timeout.ms` documented as
+    /// `timeout_doc` (each capability says what its operations are).
+    pub fn setting_keys(timeout_doc: &str) -> [KeyDef; 2] {
+        [
+            KeyDef::new("timeout.ms", Type::Long, Importance::Medium, timeout_doc)
+                .with_default("30000")
+                .with_validator(Validator::at_least(1)),
+            KeyDef::new("retries", Type::Int, Importance::Low, "Further attempts after a retriable failure.")
+                .with_default("3")
+                .with_validator(Validator::at_least(0)),
+        ]
+    }
+
+    /// The policy from grant settings read with [`OpPolicy::setting_keys`].
+    pub fn from_values(values: &Values) -> Self {
+        OpPolicy {
+            timeout: Duration::from_millis(values.long("timeout.ms") as u64),
+            retries: values.int("retries") as u32,
+        }
+    }
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);

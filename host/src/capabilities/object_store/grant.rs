@@ -4,7 +4,7 @@
 use super::CAPABILITY;
 use crate::capabilities::grants::checked_settings;
 use crate::capabilities::op::OpPolicy;
-use crate::config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
+use crate::config::{ConfigDef, Importance, KeyDef, Password, Type};
 use anyhow::{Result, anyhow, bail};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::multipart::MultipartStore;
@@ -50,18 +50,12 @@ pub fn setting_keys() -> Vec<KeyDef> {
             Importance::High,
             "S3 secret access key, with access.key.id. Stays in the host: the plugin never sees it.",
         ),
-        KeyDef::new(
-            "timeout.ms",
-            Type::Long,
-            Importance::Medium,
-            "Longest one operation may take, retries included; never past the plugin call's own deadline.",
-        )
-        .with_default("30000")
-        .with_validator(Validator::at_least(1)),
-        KeyDef::new("retries", Type::Int, Importance::Low, "Further attempts after a retriable failure.")
-            .with_default("3")
-            .with_validator(Validator::at_least(0)),
     ]
+    .into_iter()
+    .chain(OpPolicy::setting_keys(
+        "Longest one operation may take, retries included; never past the plugin call's own deadline.",
+    ))
+    .collect()
 }
 
 /// Where a grant's objects live.
@@ -136,10 +130,7 @@ impl ObjectStoreGrant {
                 bail!("{}: '{other}' stores are not supported (s3://bucket/prefix and file:///dir are)", key("url"))
             }
         };
-        let policy = OpPolicy {
-            timeout: Duration::from_millis(values.long("timeout.ms") as u64),
-            retries: values.int("retries") as u32,
-        };
+        let policy = OpPolicy::from_values(&values);
         Ok(ObjectStoreGrant { location, policy })
     }
 

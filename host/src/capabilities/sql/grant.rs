@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::path::{Component, PathBuf};
 use std::str::FromStr;
 use std::sync::LazyLock;
-use std::time::Duration;
 
 /// The settings one grant takes (`plugin.grant.sql.<name>.<setting>`): the
 /// connector's key table lists them under that prefix, and
@@ -46,19 +45,13 @@ pub fn setting_keys() -> Vec<KeyDef> {
         )
         .with_default("2")
         .with_validator(Validator::at_least(1)),
-        KeyDef::new(
-            "timeout.ms",
-            Type::Long,
-            Importance::Medium,
-            "Longest one operation (a batch, a statement, a query) may take, retries included; also the \
-             database's own statement timeout. Never past the plugin call's deadline.",
-        )
-        .with_default("30000")
-        .with_validator(Validator::at_least(1)),
-        KeyDef::new("retries", Type::Int, Importance::Low, "Further attempts after a retriable failure.")
-            .with_default("3")
-            .with_validator(Validator::at_least(0)),
     ]
+    .into_iter()
+    .chain(OpPolicy::setting_keys(
+        "Longest one operation (a batch, a statement, a query) may take, retries included; also the \
+             database's own statement timeout. Never past the plugin call's deadline.",
+    ))
+    .collect()
 }
 
 /// Which database a grant reaches, and how.
@@ -130,14 +123,7 @@ impl SqlGrant {
             }
             _ => bail!("{}: '{raw}' is not a postgres://, mysql://, mariadb:// or sqlite:// URL", key("url")),
         };
-        Ok(SqlGrant {
-            target,
-            pool_size: values.int("pool.size") as u32,
-            policy: OpPolicy {
-                timeout: Duration::from_millis(values.long("timeout.ms") as u64),
-                retries: values.int("retries") as u32,
-            },
-        })
+        Ok(SqlGrant { target, pool_size: values.int("pool.size") as u32, policy: OpPolicy::from_values(&values) })
     }
 
     /// A SQLite file must lie in a directory the connector was granted: the
@@ -228,6 +214,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
