@@ -7,7 +7,7 @@
 # wasm32-wasip1 with -Zbuild-std, and componentize with the WASI adapter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PLUGINS=(noop-sink file-sink misbehave object-sink s3-sink sql-sink)
+PLUGINS=(noop-sink file-sink misbehave object-sink s3-sink sql-sink mirror)
 OUT=target/plugins
 mkdir -p "$OUT"
 pkgs=()

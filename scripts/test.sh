@@ -22,7 +22,14 @@ if [ ${#need[@]} -gt 0 ] && [ -z "${SPILLWAY_TEST_POSTGRES_URL:-}${SPILLWAY_TEST
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# The mirror's exactly-once tests run between two noida-db Kafka brokers
+# (PyPI; correct transactions, which librdkafka's mock lacks) unless
+# SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
+python3 -c 'import noida_db' 2>/dev/null || python3 -m pip install -q 'noida-db==0.2.3'
+# The server binary itself (the `noida-db` script runs it as a child).
+export SPILLWAY_NOIDA_DB="${SPILLWAY_NOIDA_DB:-$(python3 -c "from importlib.resources import files; print(files('noida_db').joinpath('noida-db'))")}"
+chmod +x "$SPILLWAY_NOIDA_DB"
 # The REST API's fuzz test runs schemathesis against the OpenAPI document.
 python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
 export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
-cargo test --release -p spillway -p spillway-sdk -p s3-sink -p sql-sink
+cargo test --release -p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror

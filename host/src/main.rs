@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "spillway", version, about = "A WebAssembly plugin host for Kafka sink connectors")]
+#[command(
+    name = "spillway",
+    version,
+    about = "A WebAssembly plugin host for Kafka sink connectors",
+    after_help = spillway::cli::EXIT_CODES
+)]
 struct Cli {
     /// Where compiled plugins are cached.
     #[arg(long, global = true, env = "SPILLWAY_CACHE_DIR", default_value = ".spillway/cache")]
@@ -21,6 +26,8 @@ struct Cli {
     /// How log lines are written to stderr.
     #[arg(long, global = true, env = "SPILLWAY_LOG_FORMAT", value_enum, default_value_t)]
     log_format: spillway::rest::LogFormat,
+    #[command(flatten)]
+    client: spillway::cli::ClientArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,16 +40,23 @@ enum Command {
     /// Runs the worker: the REST API and every stored connector.
     Serve(ServeArgs),
     /// Manages connectors through a worker's REST API.
+    #[command(after_help = spillway::cli::EXIT_CODES)]
     Connectors {
-        #[command(flatten)]
-        server: spillway::cli::ServerArgs,
         #[command(subcommand)]
         command: spillway::cli::ConnectorsCommand,
     },
-    /// Lists a worker's installed plugins.
+    /// Lists a worker's installed plugins, or shows one's config keys.
+    #[command(after_help = spillway::cli::EXIT_CODES)]
     Plugins {
-        #[command(flatten)]
-        server: spillway::cli::ServerArgs,
+        /// Without one, `list`.
+        #[command(subcommand)]
+        command: Option<spillway::cli::PluginsCommand>,
+    },
+    /// Shows or sets a worker's log levels.
+    #[command(after_help = spillway::cli::EXIT_CODES)]
+    Loggers {
+        #[command(subcommand)]
+        command: spillway::cli::LoggersCommand,
     },
     /// Prints the connector config keys the host reads, as the README's
     /// markdown table.
@@ -103,17 +117,35 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Run(args) => runtime.block_on(run(&cli.cache_dir, args)),
         Command::Serve(args) => runtime.block_on(serve(&cli.cache_dir, args, loggers)),
-        Command::Connectors { server, command } => {
-            print!("{}", runtime.block_on(spillway::cli::connectors(&server.url, command))?);
-            Ok(())
+        Command::Connectors { command } => finish(runtime.block_on(spillway::cli::connectors(&cli.client, command))),
+        Command::Plugins { command } => {
+            let command = command.unwrap_or(spillway::cli::PluginsCommand::List);
+            finish(runtime.block_on(spillway::cli::plugins(&cli.client, command)))
         }
-        Command::Plugins { server } => {
-            print!("{}", runtime.block_on(spillway::cli::plugins(&server.url))?);
-            Ok(())
-        }
+        Command::Loggers { command } => finish(runtime.block_on(spillway::cli::loggers(&cli.client, command))),
         Command::ConfigKeys => {
             print!("{}", spillway::task::config::connector_keys().markdown_table());
             Ok(())
+        }
+    }
+}
+
+/// Prints a client command's answer; on failure, the message on stderr and
+/// the exit code of its kind (see `spillway --help`).
+fn finish(result: Result<String, spillway::cli::CliError>) -> Result<()> {
+    use std::io::Write;
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(output) = &e.output {
+                print!("{output}");
+            }
+            let _ = std::io::stdout().flush();
+            eprintln!("error: {}", e.message);
+            std::process::exit(e.kind.exit_code());
         }
     }
 }
@@ -185,6 +217,10 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
         anyhow::anyhow!("invalid connector config:\n{}", lines.join("\n"))
     })?;
+    if config.topics.is_empty() {
+        // It creates the topics on the embedded broker and produces to the first.
+        bail!("spillway run needs topics, not topics.regex");
+    }
     let config = Arc::new(config);
 
     let records = args.records.or(demo.then_some(10_000)).unwrap_or(0);
@@ -408,6 +444,10 @@ fn demo_config(out_dir: &Path, share: bool) -> Result<BTreeMap<String, String>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
+    use spillway::cli::{
+        ConfigCommand, ConnectorsCommand, LoggersCommand, OffsetsCommand, Output, PluginsCommand, Scope,
+    };
     use spillway::rest::LogFormat;
 
     #[test]
@@ -415,13 +455,90 @@ mod tests {
         let args = ["spillway", "connectors", "status", "c1", "--url", "http://h:1", "--log-format", "json"];
         let cli = Cli::try_parse_from(args).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
-        match cli.command {
-            Command::Connectors { server, .. } => assert_eq!(server.url, "http://h:1"),
-            _ => panic!("not the connectors command"),
-        }
+        assert_eq!(cli.client.url, "http://h:1");
+        assert!(matches!(cli.command, Command::Connectors { .. }));
         // Where it was accepted before still works.
         let cli = Cli::try_parse_from(["spillway", "connectors", "--url", "http://h:2", "list"]).unwrap();
-        assert_eq!(cli.log_format, LogFormat::Text);
-        assert!(matches!(cli.command, Command::Connectors { server, .. } if server.url == "http://h:2"));
+        assert_eq!((cli.log_format, cli.client.url.as_str()), (LogFormat::Text, "http://h:2"));
+
+        // Every global flag before the command, between its words, and after them.
+        let lines: [&[&str]; 3] = [
+            &["--url", "http://h:3", "-o", "json", "--log-format", "json", "--cache-dir", "c", "loggers", "get"],
+            &["loggers", "--output", "json", "--cache-dir", "c", "get", "--url", "http://h:3", "--log-format", "json"],
+            &["loggers", "get", "--cache-dir", "c", "--log-format", "json", "--output", "json", "--url", "http://h:3"],
+        ];
+        for line in lines {
+            let cli = Cli::try_parse_from(std::iter::once("spillway").chain(line.iter().copied())).unwrap();
+            assert_eq!(cli.client.url, "http://h:3", "{line:?}");
+            assert_eq!(cli.client.output, Output::Json, "{line:?}");
+            assert_eq!(cli.log_format, LogFormat::Json, "{line:?}");
+            assert_eq!(cli.cache_dir, PathBuf::from("c"), "{line:?}");
+        }
+        let deep = ["spillway", "connectors", "config", "patch", "c", "a=1", "-o", "json", "--url", "http://h:4"];
+        let cli = Cli::try_parse_from(deep).unwrap();
+        assert_eq!((cli.client.output, cli.client.url.as_str()), (Output::Json, "http://h:4"));
+        assert_eq!(Cli::try_parse_from(["spillway", "plugins"]).unwrap().client.output, Output::Table);
+    }
+
+    #[test]
+    fn plugins_alone_still_lists_them() {
+        let cli = Cli::try_parse_from(["spillway", "plugins"]).unwrap();
+        assert!(matches!(cli.command, Command::Plugins { command: None }));
+        let cli = Cli::try_parse_from(["spillway", "plugins", "config", "noop-sink"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Plugins { command: Some(PluginsCommand::Config { name }) } if name == "noop-sink")
+        );
+    }
+
+    #[test]
+    fn client_commands_parse_their_arguments() {
+        let parse = |line: &[&str]| Cli::try_parse_from(std::iter::once("spillway").chain(line.iter().copied()));
+        let Command::Connectors {
+            command: ConnectorsCommand::Config { command: ConfigCommand::Patch { set, unset, .. } },
+        } = parse(&["connectors", "config", "patch", "c", "a=1", "b=", "--unset", "x"]).unwrap().command
+        else {
+            panic!("not config patch");
+        };
+        assert_eq!(set, vec![("a".to_string(), "1".to_string()), ("b".into(), "".into())]);
+        assert_eq!(unset, vec!["x"]);
+        assert!(parse(&["connectors", "config", "patch", "c", "--unset", "x"]).is_ok(), "removing alone is a patch");
+
+        let Command::Connectors {
+            command: ConnectorsCommand::Offsets { command: OffsetsCommand::Alter { file, partitions, .. } },
+        } = parse(&["connectors", "offsets", "alter", "c", "--partition", "t:0=5", "--partition", "t:1=null"])
+            .unwrap()
+            .command
+        else {
+            panic!("not offsets alter");
+        };
+        assert_eq!((file, partitions.len()), (None, 2));
+        assert!(parse(&["connectors", "offsets", "alter", "c", "offsets.json"]).is_ok());
+
+        let Command::Loggers { command: LoggersCommand::Set { scope, .. } } =
+            parse(&["loggers", "set", "spillway::task", "debug", "--scope", "cluster"]).unwrap().command
+        else {
+            panic!("not loggers set");
+        };
+        assert_eq!(scope, Scope::Cluster);
+
+        // What clap refuses exits with its usage code, 2.
+        for line in [
+            &["connectors", "config", "patch", "c"][..],
+            &["connectors", "config", "patch", "c", "novalue"],
+            &["connectors", "offsets", "alter", "c"],
+            &["connectors", "offsets", "alter", "c", "f.json", "--partition", "t:0=1"],
+            &["connectors", "offsets", "alter", "c", "--partition", "t=1"],
+            &["loggers", "set", "root", "info", "--scope", "galaxy"],
+            &["connectors", "list", "--output", "yaml"],
+        ] {
+            let error = parse(line).err().unwrap_or_else(|| panic!("{line:?} parsed"));
+            assert_eq!(error.exit_code(), 2, "{line:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn help_lists_the_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit codes:") && help.contains("5  the server could not be reached"), "{help}");
     }
 }

@@ -267,7 +267,7 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200);
     let mut names: Vec<&str> = plugins.as_array().unwrap().iter().map(|p| p["class"].as_str().unwrap()).collect();
     names.sort();
-    assert_eq!(names, vec!["file-sink", "misbehave", "noop-sink", "object-sink", "s3-sink", "sql-sink"]);
+    assert_eq!(names, vec!["file-sink", "mirror", "misbehave", "noop-sink", "object-sink", "s3-sink", "sql-sink"]);
     for p in plugins.as_array().unwrap() {
         assert_eq!(p["type"], "sink");
         assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
@@ -275,8 +275,11 @@ async fn worker_info_plugins_and_validation() {
 
     let (status, keys) = host.get("/connector-plugins/noop-sink/config").await;
     assert_eq!(status, 200);
+    // As in Connect: one of topics and topics.regex, so neither is required.
     let topics = keys.as_array().unwrap().iter().find(|k| k["name"] == "topics").expect("a topics key");
-    assert_eq!(topics["required"], true);
+    assert_eq!((&topics["required"], &topics["default_value"]), (&json!(false), &json!("")));
+    let regex = keys.as_array().unwrap().iter().find(|k| k["name"] == "topics.regex").expect("a topics.regex key");
+    assert_eq!((&regex["type"], &regex["required"]), (&json!("STRING"), &json!(false)));
     // A plugin's own keys, beside the host's: the S3 sink's, and the
     // secret of its grant.
     let (status, keys) = host.get("/connector-plugins/s3-sink/config").await;
@@ -471,8 +474,28 @@ async fn bad_input_is_a_json_4xx() {
     // Missing required config and an unknown plugin: 400 naming the problem.
     let mut no_topics = good();
     no_topics.as_object_mut().unwrap().remove("topics");
-    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": no_topics}))).await;
-    assert!(assert_error(s, &b, 400).contains("topics"));
+    let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": no_topics.clone()}))).await;
+    let message = assert_error(s, &b, 400);
+    for key in ["topics", "topics.regex"] {
+        assert!(message.contains(&format!("\n{key}: Must configure one of topics or topics.regex")), "{message}");
+    }
+    // Both topics and topics.regex; a regex that is not one; one that
+    // librdkafka's POSIX regex would read otherwise: each named under its key.
+    for (regex, with_topics, expected) in [
+        ("bad-input", true, "topics.regex: topics and topics.regex are mutually exclusive options, but both are set."),
+        (
+            "bad-(input",
+            false,
+            "topics.regex: Invalid value 'bad-(input' for configuration topics.regex: not a valid regular expression",
+        ),
+        ("bad-\\d+", false, "topics.regex: Invalid value 'bad-\\d+' for configuration topics.regex: \\d is not POSIX"),
+    ] {
+        let mut config = if with_topics { good() } else { no_topics.clone() };
+        config["topics.regex"] = json!(regex);
+        let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x", "config": config}))).await;
+        let message = assert_error(s, &b, 400);
+        assert!(message.contains(expected), "{regex}: {message}");
+    }
     let (s, b) = host
         .call(Method::POST, "/connectors", Some(json!({"name": "x", "config": config("no-such-plugin", "t", 1, &[])})))
         .await;
@@ -813,9 +836,8 @@ async fn offsets_of_classic_and_share_connectors() {
     assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(json!({"kafka_offset": 5}))));
     let (s, b) = host.call(Method::DELETE, "/connectors/classic/offsets", None).await;
     assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been reset successfully"})));
-    // Reset moves the group back to the beginning of each partition (what
-    // auto.offset.reset=earliest would do), rather than deleting the offsets:
-    // some brokers (librdkafka's mock) lack OffsetDelete.
+    // The mock has no DeleteGroups: reset falls back to moving the group to
+    // the beginning of each partition (group_offsets.rs covers the deletion).
     assert_eq!(host.get("/connectors/classic/offsets").await, (200, expected(json!({"kafka_offset": 0}))));
 
     // A topic that does not exist yet has no partitions: nothing to reset.
@@ -825,16 +847,16 @@ async fn offsets_of_classic_and_share_connectors() {
     assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been reset successfully"})));
     assert_eq!(host.get("/connectors/early/offsets").await, (200, json!({"offsets": []})));
 
-    // A share-group connector (the worker default) has no offsets: a clear
-    // 4xx, whatever its tasks are doing on a broker without share groups.
+    // A share-group connector (the worker default): the mock lacks the
+    // share-group offset APIs, and the 400 names the one missing.
     let mut share = config("noop-sink", &topic, 1, &[]);
     share.as_object_mut().unwrap().remove("consumer.override.group.protocol");
     host.create("shared", share).await;
     let (s, b) = host.get("/connectors/shared/offsets").await;
-    assert!(assert_error(s, &b, 400).contains("share group"));
+    assert!(assert_error(s, &b, 400).contains("does not serve DescribeShareGroupOffsets"), "{b}");
     assert_eq!(host.call(Method::PUT, "/connectors/shared/stop", None).await.0, 204);
     let (s, b) = host.call(Method::DELETE, "/connectors/shared/offsets", None).await;
-    assert!(assert_error(s, &b, 400).contains("share group"));
+    assert!(assert_error(s, &b, 400).contains("does not serve"), "{b}");
     host.shutdown().await;
 }
 
@@ -921,72 +943,250 @@ async fn openapi_document_matches_the_routes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_commands_against_a_live_server() {
-    use spillway::cli::{ConnectorsCommand as C, connectors, plugins};
+    use spillway::cli::{
+        ClientArgs, ConnectorsCommand as C, ErrorKind, Output, PluginsCommand as P, connectors, plugins,
+    };
     let env = env();
     let topic = env.topic("cli", 1);
     let host = env.host().await;
     let url = host.url.clone();
+    let args = ClientArgs::new(&url, Output::Table);
 
     let file = env.dir.path().join("connector.json");
     std::fs::write(&file, json!({"name": "cli-sink", "config": config("noop-sink", &topic, 2, &[])}).to_string())
         .unwrap();
     assert_eq!(
-        connectors(&url, C::Create { file: file.clone() }).await.unwrap(),
+        connectors(&args, C::Create { file: file.clone() }).await.unwrap(),
         "created connector cli-sink (2 task(s))\n"
     );
-    let again = connectors(&url, C::Create { file }).await.unwrap_err().to_string();
-    assert_eq!(again, "Connector cli-sink already exists (HTTP 409)");
+    let again = connectors(&args, C::Create { file }).await.unwrap_err();
+    assert_eq!(
+        (again.kind, again.message.as_str()),
+        (ErrorKind::Refused, "Connector cli-sink already exists (HTTP 409)")
+    );
+    let missing_file = connectors(&args, C::Create { file: env.dir.path().join("nowhere.json") }).await.unwrap_err();
+    assert_eq!(missing_file.kind, ErrorKind::Local, "{missing_file}");
     host.wait_running("cli-sink", 2).await;
 
     let worker = url.trim_start_matches("http://");
-    let list = connectors(&url, C::List).await.unwrap();
+    let list = connectors(&args, C::List).await.unwrap();
     let lines: Vec<&str> = list.lines().collect();
     assert_eq!(lines.len(), 2, "{list}");
     assert!(lines[0].starts_with("CONNECTOR  PLUGIN     STATE    TASKS  WORKER"), "{list}");
     assert_eq!(lines[1], format!("cli-sink   noop-sink  RUNNING  2/2    {worker}"));
 
-    let status = connectors(&url, C::Status { name: "cli-sink".into() }).await.unwrap();
+    let status = connectors(&args, C::Status { name: "cli-sink".into() }).await.unwrap();
     assert!(
         status.starts_with(&format!("connector cli-sink (sink): RUNNING on {worker}, tasks running 2/2\n")),
         "{status}"
     );
     assert!(status.contains(&format!("\n1     RUNNING  {worker}")), "{status}");
 
-    let restarted = connectors(&url, C::Restart { name: "cli-sink".into(), include_tasks: false, only_failed: false });
+    let restarted = connectors(&args, C::Restart { name: "cli-sink".into(), include_tasks: false, only_failed: false });
     assert_eq!(restarted.await.unwrap(), "restarted connector cli-sink\n");
-    let accepted = connectors(&url, C::Restart { name: "cli-sink".into(), include_tasks: true, only_failed: false });
+    let accepted = connectors(&args, C::Restart { name: "cli-sink".into(), include_tasks: true, only_failed: false });
     let accepted = accepted.await.unwrap();
     assert!(accepted.starts_with("restart of cli-sink accepted:\nconnector cli-sink (sink): RESTARTING"), "{accepted}");
     host.wait_running("cli-sink", 2).await;
 
     assert_eq!(
-        connectors(&url, C::Pause { name: "cli-sink".into() }).await.unwrap(),
+        connectors(&args, C::Pause { name: "cli-sink".into() }).await.unwrap(),
         "pause of connector cli-sink requested\n"
     );
     host.wait_status("cli-sink", "PAUSED", |s| connector_state(s) == "PAUSED").await;
     assert_eq!(
-        connectors(&url, C::Stop { name: "cli-sink".into() }).await.unwrap(),
+        connectors(&args, C::Stop { name: "cli-sink".into() }).await.unwrap(),
         "stop of connector cli-sink requested\n"
     );
     host.wait_status("cli-sink", "STOPPED", |s| connector_state(s) == "STOPPED").await;
-    connectors(&url, C::Resume { name: "cli-sink".into() }).await.unwrap();
+    connectors(&args, C::Resume { name: "cli-sink".into() }).await.unwrap();
     host.wait_running("cli-sink", 2).await;
 
-    let table = plugins(&url).await.unwrap();
+    let table = plugins(&args, P::List).await.unwrap();
     let rows: Vec<&str> = table.lines().collect();
     // Columns as wide as their longest value: "object-sink".
     assert!(rows[0].starts_with("PLUGIN       TYPE  VERSION  DIGEST"), "{table}");
-    assert_eq!(rows.len(), 7, "{table}");
+    assert_eq!(rows.len(), 8, "{table}");
     assert!(rows[1].starts_with("file-sink    sink  ") && rows[1].contains("sha256:"), "{table}");
 
-    assert_eq!(connectors(&url, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");
-    let missing = connectors(&url, C::Status { name: "cli-sink".into() }).await.unwrap_err().to_string();
-    assert_eq!(missing, "Connector cli-sink not found (HTTP 404)");
-    assert_eq!(connectors(&url, C::List).await.unwrap(), "no connectors\n");
+    assert_eq!(connectors(&args, C::Delete { name: "cli-sink".into() }).await.unwrap(), "deleted connector cli-sink\n");
+    let missing = connectors(&args, C::Status { name: "cli-sink".into() }).await.unwrap_err();
+    assert_eq!(
+        (missing.kind, missing.message.as_str()),
+        (ErrorKind::Refused, "Connector cli-sink not found (HTTP 404)")
+    );
+    assert_eq!(connectors(&args, C::List).await.unwrap(), "no connectors\n");
     host.shutdown().await;
 
-    let unreachable = connectors(&url, C::List).await.unwrap_err().to_string();
-    assert!(unreachable.contains("cannot reach"), "{unreachable}");
+    let unreachable = connectors(&args, C::List).await.unwrap_err();
+    assert_eq!(unreachable.kind, ErrorKind::Unreachable, "{unreachable}");
+    assert!(unreachable.message.contains("cannot reach"), "{unreachable}");
+}
+
+/// `connectors validate|config|offsets`, `loggers` and `plugins config`, in
+/// tables and as JSON, with the kind of each failure (what the exit code says).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_config_validate_offsets_loggers_and_plugin_keys() {
+    use spillway::cli::{
+        ClientArgs, ConfigCommand as Config, ConnectorsCommand as C, ErrorKind, LoggersCommand as L,
+        OffsetsCommand as O, Output, PluginsCommand as P, Scope, connectors, loggers, parse_partition_offset, plugins,
+    };
+    let env = env();
+    let topic = env.topic("cli-offsets", 1);
+    let host = env.host().await;
+    let table = ClientArgs::new(&host.url, Output::Table);
+    let json_output = ClientArgs::new(&host.url, Output::Json);
+    let args = |output| if output == Output::Json { &json_output } else { &table };
+    let write = |file: &str, body: Value| {
+        let path = env.dir.path().join(file);
+        std::fs::write(&path, body.to_string()).unwrap();
+        path
+    };
+    // A line of a table as its words.
+    let has_row = |text: &str, row: &[&str]| text.lines().any(|l| l.split_whitespace().eq(row.iter().copied()));
+    let name = || "cli-conf".to_string();
+
+    // validate: valid, invalid (exit kind Invalid, report all the same), refused, local.
+    let valid = write("valid.json", json!({"name": "cli-conf", "config": config("noop-sink", &topic, 1, &[])}));
+    let answer = connectors(&table, C::Validate { file: valid.clone() }).await.unwrap();
+    assert_eq!(answer, "the config is valid for plugin noop-sink\n");
+    let invalid = write("invalid.json", json!({"name": "bad", "connector.class": "noop-sink", "tasks.max": "0"}));
+    let e = connectors(&table, C::Validate { file: invalid.clone() }).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+    let report = e.output.unwrap_or_default();
+    assert!(has_row(report.lines().next().unwrap_or_default(), &["KEY", "ERROR"]), "{report}");
+    let row = |key: &str| report.lines().find(|l| l.split_whitespace().next() == Some(key)).unwrap_or_default();
+    assert!(row("tasks.max").contains("at least 1") && row("topics").contains("topics.regex"), "{report}");
+    let e = connectors(&json_output, C::Validate { file: invalid }).await.unwrap_err();
+    let infos: Value = serde_json::from_str(e.output.as_deref().unwrap_or_default()).expect("the server's JSON");
+    assert_eq!((e.kind, e.message), (ErrorKind::Invalid, format!("the config has {} error(s)", infos["error_count"])));
+    assert!(infos["error_count"].as_u64().unwrap() >= 2, "{infos:#}");
+    let nested = write("nested.json", json!({"connector.class": "noop-sink", "topics": ["a"]}));
+    let e = connectors(&table, C::Validate { file: nested }).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Refused, "{e}");
+    assert!(e.message.ends_with("(HTTP 400)"), "{e}");
+    let classless = write("classless.json", json!({"topics": "t"}));
+    let e = connectors(&table, C::Validate { file: classless }).await.unwrap_err();
+    assert!(e.kind == ErrorKind::Local && e.message.contains("connector.class"), "{e}");
+
+    // config set creates, then replaces; a name that differs is refused.
+    let set = |file: &Path| connectors(&table, C::Config { command: Config::Set { name: name(), file: file.into() } });
+    assert_eq!(set(&valid).await.unwrap(), "created connector cli-conf (1 task(s))\n");
+    host.wait_running("cli-conf", 1).await;
+    assert_eq!(set(&valid).await.unwrap(), "replaced the config of cli-conf (1 task(s))\n");
+    let other = write("other.json", json!({"name": "other", "config": config("noop-sink", &topic, 1, &[])}));
+    let e = set(&other).await.unwrap_err();
+    assert!(e.kind == ErrorKind::Refused && e.message.contains("doesn't match"), "{e}");
+
+    // config get, as a table and as the server's JSON.
+    let get = |output| connectors(args(output), C::Config { command: Config::Get { name: name() } });
+    let text = get(Output::Table).await.unwrap();
+    assert!(text.starts_with("KEY "), "{text}");
+    assert!(has_row(&text, &["tasks.max", "1"]) && has_row(&text, &["topics", &topic]), "{text}");
+    assert!(has_row(&text, &["name", "cli-conf"]), "{text}");
+    let (_, config_now) = host.get("/connectors/cli-conf/config").await;
+    assert_eq!(serde_json::from_str::<Value>(&get(Output::Json).await.unwrap()).unwrap(), config_now);
+
+    // config patch sets and removes keys.
+    let patch = Config::Patch {
+        name: name(),
+        set: vec![("batch.max.records".into(), "100".into())],
+        unset: vec!["flush.interval.ms".into()],
+    };
+    let answer = connectors(&table, C::Config { command: patch }).await.unwrap();
+    assert_eq!(answer, "patched the config of cli-conf: 1 key(s) set, 1 removed\n");
+    let (_, patched) = host.get("/connectors/cli-conf/config").await;
+    assert_eq!((&patched["batch.max.records"], patched.get("flush.interval.ms")), (&json!("100"), None), "{patched}");
+    let ghost = Config::Patch { name: "ghost".into(), set: vec![("a".into(), "1".into())], unset: vec![] };
+    let e = connectors(&table, C::Config { command: ghost }).await.unwrap_err();
+    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Refused, "Connector ghost not found (HTTP 404)"));
+    host.wait_running("cli-conf", 1).await;
+
+    // offsets: get as the connector commits, refused while it runs, then
+    // altered (from flags and from a file) and reset once it is stopped.
+    env.produce(&topic, 10).await;
+    let offsets = |output| connectors(args(output), C::Offsets { command: O::Get { name: name() } });
+    let mut last = String::new();
+    for _ in 0..ATTEMPTS {
+        last = offsets(Output::Table).await.unwrap();
+        if has_row(&last, &["cli-offsets", "0", "10"]) {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    assert_eq!(last, "TOPIC        PARTITION  OFFSET\ncli-offsets  0          10\n");
+    let e = connectors(&table, C::Offsets { command: O::Reset { name: name() } }).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Refused, "{e}");
+    assert!(e.message.contains("STOPPED") && e.message.ends_with("(HTTP 400)"), "{e}");
+    connectors(&table, C::Stop { name: name() }).await.unwrap();
+    host.wait_status("cli-conf", "STOPPED", |s| connector_state(s) == "STOPPED").await;
+
+    let alter = |file: Option<PathBuf>, flags: &[&str]| {
+        let partitions = flags.iter().map(|f| parse_partition_offset(f).unwrap()).collect();
+        connectors(&table, C::Offsets { command: O::Alter { name: name(), file, partitions } })
+    };
+    let e = alter(None, &["elsewhere:0=1"]).await.unwrap_err();
+    assert!(e.kind == ErrorKind::Refused && e.message.contains("elsewhere"), "{e}");
+    let altered = "The offsets for this connector have been altered successfully\n";
+    assert_eq!(alter(None, &["cli-offsets:0=4"]).await.unwrap(), altered);
+    let expected = |offset: i64| json!({"offsets": [{"partition": {"kafka_topic": "cli-offsets", "kafka_partition": 0}, "offset": {"kafka_offset": offset}}]});
+    assert_eq!(serde_json::from_str::<Value>(&offsets(Output::Json).await.unwrap()).unwrap(), expected(4));
+    let file = write("offsets.json", expected(7));
+    assert_eq!(alter(Some(file), &[]).await.unwrap(), altered);
+    assert!(has_row(&offsets(Output::Table).await.unwrap(), &["cli-offsets", "0", "7"]));
+    let reset = connectors(&table, C::Offsets { command: O::Reset { name: name() } }).await.unwrap();
+    assert_eq!(reset, "The offsets for this connector have been reset successfully\n");
+    assert!(has_row(&offsets(Output::Table).await.unwrap(), &["cli-offsets", "0", "0"]));
+    let e = connectors(&table, C::Offsets { command: O::Get { name: "ghost".into() } }).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Refused, "{e}");
+    // JSON output of an answer without a body prints nothing.
+    assert_eq!(connectors(&json_output, C::Delete { name: name() }).await.unwrap(), "");
+
+    // loggers: the levels the worker started with, a change, one logger, the cluster scope.
+    assert_eq!(
+        loggers(&table, L::Get { name: None }).await.unwrap(),
+        "LOGGER      LEVEL  LAST MODIFIED\nlibrdkafka  WARN   -\nroot        INFO   -\n"
+    );
+    let set_level =
+        |logger: &str, level: &str, scope| loggers(&table, L::Set { name: logger.into(), level: level.into(), scope });
+    assert_eq!(
+        set_level("spillway::task", "debug", Scope::Worker).await.unwrap(),
+        "set spillway::task to debug; changed spillway::task\n"
+    );
+    let one = loggers(&table, L::Get { name: Some("spillway::task".into()) }).await.unwrap();
+    let row: Vec<&str> = one.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(row[..2], ["spillway::task", "DEBUG"], "{one}");
+    assert!(row[2].len() == 20 && row[2].ends_with('Z'), "an RFC 3339 time: {one}");
+    assert_eq!(set_level("root", "warn", Scope::Cluster).await.unwrap(), "set root to warn on every worker\n");
+    let root = loggers(&json_output, L::Get { name: Some("root".into()) }).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&root).unwrap()["level"], "WARN", "{root}");
+    let e = loggers(&table, L::Get { name: Some("never.set".into()) }).await.unwrap_err();
+    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Refused, "Logger never.set not found. (HTTP 404)"));
+    let e = set_level("root", "loud", Scope::Worker).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Refused, "{e}");
+
+    // plugins config: one row per key, the same keys as the server's JSON.
+    let (_, keys) = host.get("/connector-plugins/noop-sink/config").await;
+    let keys = keys.as_array().unwrap().clone();
+    let text = plugins(&table, P::Config { name: "noop-sink".into() }).await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("KEY ") && lines[0].ends_with("  IMPORTANCE  DOCUMENTATION"), "{text}");
+    assert_eq!(lines.len(), keys.len() + 1, "{text}");
+    for (line, key) in lines[1..].iter().zip(&keys) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            words[..3],
+            [key["name"].as_str().unwrap(), key["type"].as_str().unwrap(), &key["required"].to_string()],
+            "{line}"
+        );
+    }
+    let topics = lines.iter().find(|l| l.starts_with("topics ")).expect("a topics row");
+    assert!(topics.contains(" false ") && topics.contains(" \"\" "), "an empty default shows as \"\": {topics}");
+    let json_keys = plugins(&json_output, P::Config { name: "noop-sink".into() }).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&json_keys).unwrap(), Value::Array(keys));
+    let e = plugins(&table, P::Config { name: "no-such-plugin".into() }).await.unwrap_err();
+    assert!(e.kind == ErrorKind::Refused && e.message.contains("no-such-plugin"), "{e}");
+    host.shutdown().await;
 }
 
 /// Fuzzes every operation in `/openapi.json` with schemathesis and fails on

@@ -6,92 +6,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::worker::{PATIENCE, Worker};
 use support::{Broker, assert_none_lost, file_sink_keys, produce, unique};
-
-const PATIENCE: Duration = Duration::from_secs(90);
-
-/// `spillway serve` on a free port, with its state in `dir`.
-struct Worker {
-    child: Child,
-    url: String,
-}
-
-impl Worker {
-    /// A worker logging to `dir/<log>` in `log_format` (text or json).
-    async fn start(broker: &Broker, dir: &Path, log_format: &str, log: &str) -> Worker {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-        let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-            .args(["--cache-dir", std::env::temp_dir().join("spillway-test-cache").to_str().unwrap()])
-            .args(["serve", "--port", &port.to_string(), "--bootstrap-servers", &broker.bootstrap])
-            .args(["--plugin-dir", plugins.to_str().unwrap()])
-            .args(["--state-file", dir.join("connectors.json").to_str().unwrap()])
-            .args(["--log-format", log_format])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            // A file, not a terminal: the log must come without colour codes.
-            .stderr(std::fs::File::create(dir.join(log)).unwrap())
-            .spawn()
-            .expect("starting spillway serve");
-        let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
-        // reqwest builds its clients with TLS, which needs the provider.
-        spillway::tls::install_crypto_provider();
-        let deadline = Instant::now() + PATIENCE;
-        while reqwest::get(&worker.url).await.is_err() {
-            assert!(Instant::now() < deadline, "the worker never answered");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        worker
-    }
-
-    async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
-        let response =
-            reqwest::Client::new().request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
-        let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        assert!(status.is_success(), "{path}: {status} {body}");
-        body
-    }
-
-    async fn wait_running(&self, name: &str, tasks: usize) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let status: Value =
-                reqwest::get(format!("{}/connectors/{name}/status", self.url)).await.unwrap().json().await.unwrap();
-            let running = status["tasks"].as_array().map(|t| t.iter().filter(|t| t["state"] == "RUNNING").count());
-            if running == Some(tasks) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{tasks} tasks never ran: {status}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// A counter of `/metrics`, per task.
-    async fn metric(&self, name: &str) -> Vec<u64> {
-        let text = reqwest::get(format!("{}/metrics", self.url)).await.unwrap().text().await.unwrap();
-        text.lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .collect()
-    }
-
-    /// SIGKILL: no flush, no commit, no goodbye.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
 
 /// A holding sink in a classic group; a second task joins mid-stream (a
 /// rebalance), then the worker is killed while records are held. Once a new
@@ -101,7 +18,7 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
     let broker = Broker::start_or_env();
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("crash");
-    let worker = Worker::start(&broker, dir.path(), "text", "worker-1.log").await;
+    let worker = Worker::start(&broker.bootstrap, dir.path(), "text", "worker-1.log").await;
     let config = |tasks: u32, flush_ms: u32| {
         json!({
             "connector.class": "file-sink",
@@ -154,7 +71,7 @@ async fn a_worker_killed_after_a_rebalance_while_holding_records_loses_none() {
 
     // A new worker with the same state file runs the connector again, now
     // flushing every half second (a classic group flushes on the timer).
-    let worker = Worker::start(&broker, dir.path(), "json", "worker-2.log").await;
+    let worker = Worker::start(&broker.bootstrap, dir.path(), "json", "worker-2.log").await;
     worker.wait_running("crash", 2).await;
     worker.send(reqwest::Method::PUT, "/connectors/crash/config", config(2, 500)).await;
     let deadline = Instant::now() + PATIENCE;

@@ -45,6 +45,15 @@ impl From<ConfigError> for TaskError {
     }
 }
 
+/// Every problem [`ConfigReader`] found, as one fatal error: `start` can
+/// then read its settings with `?`.
+impl From<Vec<ConfigError>> for TaskError {
+    fn from(errors: Vec<ConfigError>) -> Self {
+        let all: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
+        TaskError::Fatal(format!("invalid configuration: {}", all.join("; ")))
+    }
+}
+
 /// Reads a configuration against the plugin's own key table: each key's value
 /// or its declared default, parsed, with every problem collected (one per
 /// key) so that `validate` reports them all at once.

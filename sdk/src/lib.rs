@@ -54,6 +54,7 @@ extern crate self as spillway_sdk;
 
 mod config;
 pub mod data;
+pub mod kafka;
 pub mod log;
 pub mod object_store;
 pub mod sql;

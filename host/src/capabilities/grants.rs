@@ -8,6 +8,7 @@
 //! `plugin.grant.env.NAME`, `plugin.grant.clock`, `plugin.grant.random`) are
 //! still accepted, and reported so that validation can suggest the new one.
 
+use super::kafka::{KafkaGrant, TaskScope};
 use super::object_store::ObjectStoreGrant;
 use super::sql::SqlGrant;
 use crate::config::{ConfigDef, Values};
@@ -28,6 +29,11 @@ pub struct Grants {
     pub object_stores: BTreeMap<String, ObjectStoreGrant>,
     /// `plugin.grant.sql.<name>.*`, by name.
     pub sql: BTreeMap<String, SqlGrant>,
+    /// `plugin.grant.kafka.<name>.*`, by name.
+    pub kafka: BTreeMap<String, KafkaGrant>,
+    /// The task the grants are for, set when a task instantiates its
+    /// plugin: whose producer (transactional id) and which source topics.
+    pub task: Option<TaskScope>,
     /// Old spellings this config used, with their replacement.
     pub deprecated: Vec<(String, String)>,
 }
@@ -132,11 +138,22 @@ impl Grants {
                     let grant = SqlGrant::from_settings(&name, &settings)?;
                     grants.sql.insert(name, grant);
                 }
+                "kafka" => {
+                    let grant = KafkaGrant::from_settings(&name, &settings)?;
+                    grants.kafka.insert(name, grant);
+                }
                 _ => bail!(
-                    "{}: unknown capability '{capability}' (this host grants fs, net, env, object-store and sql)",
+                    "{}: unknown capability '{capability}' (this host grants fs, net, env, object-store, sql and kafka)",
                     key("…")
                 ),
             }
+        }
+        let exactly_once: Vec<&String> = grants.kafka.iter().filter(|(_, g)| g.exactly_once).map(|(n, _)| n).collect();
+        if let [_, second, ..] = exactly_once.as_slice() {
+            bail!(
+                "{GRANT_PREFIX}kafka.{second}.exactly.once: only one kafka grant per connector can be exactly-once \
+                 (one transaction per task)"
+            );
         }
         let dirs: Vec<PathBuf> = grants.wasi.dirs.iter().map(|d| d.path.clone()).collect();
         for (name, grant) in &grants.sql {

@@ -15,9 +15,11 @@
 
 pub mod errors;
 mod grants;
+pub mod kafka;
 pub mod log;
 pub mod object_store;
 pub mod op;
+mod pending;
 pub mod sql;
 pub mod wasi;
 
@@ -46,6 +48,18 @@ pub const CAPABILITIES: &[Capability] = &[
         version: object_store::VERSION,
         grant: Some("object-store"),
         granted: |g| !g.object_stores.is_empty(),
+    },
+    Capability {
+        interface: "spillway:kafka/producer",
+        version: kafka::VERSION,
+        grant: Some("kafka"),
+        granted: |g| !g.kafka.is_empty(),
+    },
+    Capability {
+        interface: "spillway:kafka/source",
+        version: kafka::VERSION,
+        grant: Some("kafka"),
+        granted: |g| !g.kafka.is_empty(),
     },
     Capability {
         interface: "spillway:sql/databases",

@@ -133,7 +133,7 @@ pub struct OpStats {
 }
 
 impl CapabilityMetrics {
-    fn record<T>(&self, key: OpKey, retries: u32, took: Duration, result: &Result<T, Error>) {
+    pub(super) fn record<T>(&self, key: OpKey, retries: u32, took: Duration, result: &Result<T, Error>) {
         let mut ops = self.ops.lock().unwrap();
         let stats = ops.entry(key).or_default();
         match result {

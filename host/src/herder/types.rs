@@ -1,6 +1,7 @@
 //! The herder's answers, shaped like Kafka Connect's REST entities so they
 //! serialize to the same JSON.
 
+use crate::task::DeliveryGuarantee;
 use crate::task::ShareDelivery;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,6 +65,11 @@ pub struct TaskState {
     /// deliveries. Connect clients ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<TaskDelivery>,
+    /// Spillway's own: what a running task promises about its records,
+    /// `exactly_once` (a classic group writing through an exactly-once
+    /// kafka grant) or `at_least_once`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<DeliveryGuarantee>,
 }
 
 /// A share-group task's delivery rules and what they cost so far.

@@ -9,8 +9,8 @@ use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::runtime::Runtime;
-use crate::task::{self, ConnectorConfig, GroupProtocol, TaskExit, TaskMetrics, TaskSpec};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::task::{self, ActiveTopics, ConnectorConfig, GroupProtocol, TaskExit, TaskMetrics, TaskSpec};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -45,7 +45,10 @@ struct ConnectorRuntime {
     state: State,
     trace: Option<String>,
     tasks: BTreeMap<u32, TaskRuntime>,
-    active_topics: BTreeSet<String>,
+    /// KIP-558's: the topics it has consumed, until reset. Its tasks add
+    /// the topics of the records they poll (a `topics.regex` connector's
+    /// are known no other way).
+    active_topics: ActiveTopics,
 }
 
 struct TaskRuntime {
@@ -124,7 +127,7 @@ impl Worker {
                     state: State::Unassigned,
                     trace: None,
                     tasks: BTreeMap::new(),
-                    active_topics: BTreeSet::new(),
+                    active_topics: ActiveTopics::default(),
                 },
             );
             worker.start_connector(&name);
@@ -189,7 +192,7 @@ impl Worker {
                 state: State::Unassigned,
                 trace: None,
                 tasks: BTreeMap::new(),
-                active_topics: BTreeSet::new(),
+                active_topics: ActiveTopics::default(),
             },
         );
         self.start_connector(&name);
@@ -263,8 +266,9 @@ impl Worker {
             return Ok(());
         }
         let bootstrap = self.config.bootstrap_servers.clone();
-        let (group, topics) = (parsed.group_id.clone(), parsed.topics.clone());
+        let (group, topics, pattern) = (parsed.group_id.clone(), parsed.topics.clone(), parsed.topics_pattern());
         let exists = tokio::task::spawn_blocking(move || {
+            let topics = crate::kafka::groups::connector_topics(&bootstrap, &topics, pattern.as_ref())?;
             crate::kafka::groups::classic_group_exists(&bootstrap, &group, &topics)
         })
         .await
@@ -386,7 +390,7 @@ impl Worker {
         let Some(connector) = self.connectors.get_mut(name) else { return };
         let Some(config) = connector.config.clone() else { return };
         let Some(plugin) = self.plugins.get(&config.plugin).cloned() else { return };
-        let metrics = Arc::new(TaskMetrics::default());
+        let metrics = Arc::new(TaskMetrics { active_topics: connector.active_topics.clone(), ..Default::default() });
         let stop = CancellationToken::new();
         let spec = TaskSpec {
             task_id,
@@ -466,7 +470,7 @@ impl Worker {
         match event {
             TaskEvent::Started { .. } => {
                 task.state = State::Running;
-                connector.active_topics.extend(topics);
+                connector.active_topics.lock().unwrap().extend(topics);
             }
             TaskEvent::Exited { exit: TaskExit::Failed(trace), .. } => {
                 tracing::error!(connector = name, task = id, trace, "task failed");
@@ -627,6 +631,7 @@ impl Worker {
                         rules: rules.clone(),
                         records_archived: t.metrics.archived.load(std::sync::atomic::Ordering::Relaxed),
                     }),
+                    guarantee: t.metrics.delivery_guarantee.get().copied(),
                 })
                 .collect(),
             kind: "sink".into(),
@@ -654,11 +659,11 @@ impl Worker {
     }
 
     pub fn active_topics(&self, name: &str) -> HerderResult<Vec<String>> {
-        Ok(self.connector(name)?.active_topics.iter().cloned().collect())
+        Ok(self.connector(name)?.active_topics.lock().unwrap().iter().cloned().collect())
     }
 
     pub fn reset_active_topics(&mut self, name: &str) -> HerderResult<()> {
-        self.connectors.get_mut(name).ok_or_else(|| not_found(name))?.active_topics.clear();
+        self.connectors.get_mut(name).ok_or_else(|| not_found(name))?.active_topics.lock().unwrap().clear();
         Ok(())
     }
 
@@ -691,31 +696,21 @@ impl Worker {
         Ok(validate::validate(&self.runtime, &plugin, self.plugins.get(&plugin), &config, &self.config.defaults).await)
     }
 
-    // ---- offsets of classic-group connectors ----
+    // ---- offsets of connectors (classic and share groups) ----
 
-    fn classic_config(&self, name: &str) -> HerderResult<Arc<ConnectorConfig>> {
+    /// Where a connector's offsets live: its classic group's committed
+    /// offsets, or its share group's start offsets. Reading or changing them
+    /// happens off the main loop (see [`super::offsets`]).
+    pub fn offsets_target(&self, name: &str) -> HerderResult<OffsetsTarget> {
         let c = self.connector(name)?;
         let config = ConnectorConfig::parse(&c.raw, &self.config.defaults)
             .map_err(|_| HerderError::BadRequest(format!("Connector {name} has an invalid configuration")))?;
-        if config.group_protocol == GroupProtocol::Share {
-            return Err(HerderError::BadRequest(format!(
-                "Connector {name} consumes through share group '{}': a share group acknowledges records one by one \
-                 and has no committed offsets to read or change. Offsets exist only for connectors with \
-                 consumer.override.group.protocol=classic.",
-                config.group_id
-            )));
-        }
-        Ok(Arc::new(config))
-    }
-
-    /// Where a classic-group connector's offsets live. Reading or changing
-    /// them happens off the main loop (see [`super::offsets`]).
-    pub fn offsets_target(&self, name: &str) -> HerderResult<OffsetsTarget> {
-        let config = self.classic_config(name)?;
         Ok(OffsetsTarget {
             bootstrap: self.config.bootstrap_servers.clone(),
             group: config.group_id.clone(),
+            protocol: config.group_protocol,
             topics: config.topics.clone(),
+            topics_pattern: config.topics_pattern(),
         })
     }
 
@@ -732,7 +727,7 @@ impl Worker {
             ));
         }
         if let OffsetsChange::Alter(positions) = change
-            && let Some((topic, _, _)) = positions.iter().find(|(t, _, _)| !target.topics.contains(t))
+            && let Some((topic, _, _)) = positions.iter().find(|(t, _, _)| !target.consumes(t))
         {
             return Err(HerderError::BadRequest(format!("Topic {topic} is not one of the connector's topics")));
         }

@@ -5,13 +5,23 @@
 //! one: RELEASE puts a record back into a local queue for redelivery, and the
 //! committed position of a partition never passes its oldest record that is
 //! still being processed.
+//!
+//! Exactly-once (a transactional [`TargetCluster`]): positions are committed
+//! in the target's transaction instead of the source group, read back from
+//! the target when partitions are assigned, and rewound to the last commit
+//! when a transaction aborts.
 
+use super::share::TOPICS_REGEX_REFRESH;
+use super::target::{TargetCluster, TxnOutcome, offset_list};
 use super::{AckType, ConsumedRecord, TimestampType};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer,
+};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -33,6 +43,14 @@ struct Positions {
     committed: HashMap<Partition, i64>,
     /// Partitions forgotten so far: tells `poll` whether a rebalance ran.
     revoked: u64,
+    /// Exactly-once: the first offset handed out per partition since it was
+    /// assigned, where a rewind goes when nothing was committed yet.
+    first_offset: HashMap<Partition, i64>,
+    /// A failure inside a rebalance callback, reported by the next poll.
+    failure: Option<String>,
+    /// Exactly-once: a transaction aborted inside a rebalance callback; the
+    /// partitions kept must go back to their last commit.
+    rewind: Option<Rewind>,
 }
 
 impl Positions {
@@ -63,17 +81,10 @@ impl Positions {
         self.in_flight.remove(partition);
         self.next_offset.remove(partition);
         self.committed.remove(partition);
+        self.first_offset.remove(partition);
         self.redeliver.retain(|r| (&r.topic, r.partition) != (&partition.0, partition.1));
         self.revoked += 1;
     }
-}
-
-fn offset_list(positions: &[(Partition, i64)]) -> Result<TopicPartitionList> {
-    let mut list = TopicPartitionList::new();
-    for ((topic, partition), offset) in positions {
-        list.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
-    }
-    Ok(list)
 }
 
 /// Commits what is durable of the partitions the group takes away, the
@@ -82,18 +93,80 @@ fn offset_list(positions: &[(Partition, i64)]) -> Result<TopicPartitionList> {
 #[derive(Default)]
 struct RebalanceTracker {
     positions: Arc<Mutex<Positions>>,
+    /// Exactly-once: where positions live.
+    target: Option<Arc<TargetCluster>>,
 }
 
 impl ClientContext for RebalanceTracker {}
 
 impl ConsumerContext for RebalanceTracker {
+    /// Exactly-once: assigned partitions start where the target's group
+    /// offsets say; the rest is rdkafka's own rebalance.
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let assigning = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+        let rebalance = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(tpl),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => Rebalance::Revoke(tpl),
+            other => Rebalance::Error(KafkaError::Rebalance(other.into())),
+        };
+        self.pre_rebalance(consumer, &rebalance);
+        if matches!(rebalance, Rebalance::Error(_)) {
+            return;
+        }
+        if assigning && let Some(target) = &self.target {
+            self.position_from_target(target, tpl);
+        }
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        let done = match (assigning, cooperative) {
+            (true, true) => consumer.incremental_assign(tpl),
+            (true, false) => consumer.assign(tpl),
+            (false, true) => consumer.incremental_unassign(tpl),
+            (false, false) => consumer.unassign(),
+        };
+        if let Err(e) = done {
+            self.positions.lock().unwrap().failure = Some(format!("rebalancing: {e}"));
+        }
+    }
+
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(list) = rebalance else { return };
         let revoked: Vec<Partition> = list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
         let mut positions = self.positions.lock().unwrap();
-        let durable = positions.to_commit(revoked.iter());
-        if !durable.is_empty() {
-            let committed = offset_list(&durable).and_then(|l| Ok(consumer.commit(&l, CommitMode::Sync)?));
+        if let Some(target) = &self.target {
+            // The new owner starts from the target's offsets: settle the
+            // open transaction now. It holds records of every partition,
+            // kept ones too, so it commits all their positions.
+            let held: Vec<Partition> = positions.next_offset.keys().cloned().collect();
+            let durable = positions.to_commit(held.iter());
+            match target.commit_transaction(&durable) {
+                Ok(TxnOutcome::Committed(offsets)) => {
+                    for (partition, position) in offsets {
+                        positions.committed.insert(partition, position);
+                    }
+                }
+                Ok(TxnOutcome::Aborted(why)) => {
+                    tracing::warn!(why, "transaction aborted at a rebalance");
+                    positions.rewind = Some(Rewind { why, from_target: false });
+                }
+                Ok(TxnOutcome::Restarted(why)) => {
+                    tracing::warn!(why, "producer replaced at a rebalance");
+                    positions.rewind = Some(Rewind { why, from_target: true });
+                }
+                // The new owner must not start while this transaction may
+                // still commit: the task fails rather than hand over.
+                Ok(TxnOutcome::Unresolved(why)) => {
+                    positions.failure = Some(format!("a rebalance came while a transaction was unresolved: {why}"))
+                }
+                Err(e) => positions.failure = Some(format!("{e:#}")),
+            }
+        } else {
+            let durable = positions.to_commit(revoked.iter());
+            let committed = match durable.is_empty() {
+                true => Ok(()),
+                false => offset_list(&durable)
+                    .and_then(|l| consumer.commit(&l, CommitMode::Sync))
+                    .map_err(anyhow::Error::from),
+            };
             match committed {
                 Ok(()) => tracing::debug!(partitions = durable.len(), "committed revoked partitions"),
                 // The new owner starts from the previous commit: duplicates, no loss.
@@ -106,26 +179,75 @@ impl ConsumerContext for RebalanceTracker {
     }
 }
 
+impl RebalanceTracker {
+    fn position_from_target(&self, target: &TargetCluster, tpl: &mut TopicPartitionList) {
+        let partitions: Vec<Partition> =
+            tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
+        match target.committed(&partitions) {
+            Ok(committed) => {
+                for ((topic, partition), offset) in committed {
+                    if let Some(offset) = offset
+                        && let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(offset))
+                    {
+                        tracing::warn!(topic, partition, error = %e, "could not position a partition");
+                    }
+                }
+            }
+            Err(e) => {
+                self.positions.lock().unwrap().failure =
+                    Some(format!("reading the committed offsets from the exactly-once target: {e:#}"))
+            }
+        }
+    }
+}
+
+/// Where an exactly-once rewind goes back to.
+#[derive(Debug)]
+struct Rewind {
+    why: String,
+    /// The last commit as the target has it (the producer was replaced, so
+    /// what it last committed is not known here), or as this task knows it.
+    from_target: bool,
+}
+
+/// What a commit came to.
+#[derive(Debug, PartialEq)]
+pub enum Committed {
+    Done,
+    /// Exactly-once: the transaction aborted, and the source went back to
+    /// the last commit; every record handed out since comes again.
+    Rewound(String),
+    /// Exactly-once: the producer can go no further (fenced by a newer
+    /// instance of the task): the task must end.
+    Ended(String),
+}
+
 pub struct ClassicSource {
     consumer: Arc<StreamConsumer<RebalanceTracker>>,
     positions: Arc<Mutex<Positions>>,
     max_records: usize,
     /// When we last warned that a subscribed topic does not exist.
     warned_missing_topic: Option<std::time::Instant>,
+    /// Exactly-once: the transactional target that keeps the positions.
+    target: Option<Arc<TargetCluster>>,
 }
 
 /// How often a missing topic is warned about while waiting for it.
 const MISSING_TOPIC_WARNING_EVERY: Duration = Duration::from_secs(30);
 
 impl ClassicSource {
-    /// Joins `group_id` and subscribes. `overrides` are `consumer.override.*`
-    /// keys with the prefix removed, passed to librdkafka as they are.
+    /// Joins `group_id` and subscribes to `topics`, or with `topics_regex`
+    /// to every topic whose whole name matches it. `overrides` are
+    /// `consumer.override.*` keys with the prefix removed, passed to
+    /// librdkafka as they are.
     pub fn new(
         bootstrap: &str,
         group_id: &str,
         topics: &[String],
+        topics_regex: Option<&str>,
         overrides: &[(String, String)],
         max_records: usize,
+        target: Option<Arc<TargetCluster>>,
     ) -> Result<Self> {
         let mut config = ClientConfig::new();
         config
@@ -134,22 +256,42 @@ impl ClassicSource {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest");
+        if topics_regex.is_some() {
+            // How soon a new matching topic is found: as in a share group,
+            // unless the connector overrides it.
+            config.set("topic.metadata.refresh.interval.ms", TOPICS_REGEX_REFRESH.as_millis().to_string());
+        }
         for (k, v) in overrides {
             config.set(k, v);
         }
-        let context = RebalanceTracker::default();
+        let context = RebalanceTracker { target: target.clone(), ..Default::default() };
         let positions = context.positions.clone();
         let consumer: StreamConsumer<RebalanceTracker> =
             config.create_with_context(context).context("creating classic consumer")?;
-        let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+        // librdkafka subscribes by pattern to a name starting with ^. It
+        // matches with POSIX extended regex, which has no (?:...): the group
+        // that anchors the pattern is a capturing one.
+        let pattern = topics_regex.map(|regex| format!("^({regex})$"));
+        let topics: Vec<&str> = match &pattern {
+            Some(pattern) => vec![pattern.as_str()],
+            None => topics.iter().map(String::as_str).collect(),
+        };
         consumer.subscribe(&topics).context("subscribing")?;
-        Ok(ClassicSource { consumer: Arc::new(consumer), positions, max_records, warned_missing_topic: None })
+        Ok(ClassicSource { consumer: Arc::new(consumer), positions, max_records, warned_missing_topic: None, target })
+    }
+
+    /// Whether records go through a transaction with their offsets.
+    pub fn is_exactly_once(&self) -> bool {
+        self.target.is_some()
     }
 
     /// Released records first, then whatever arrives within `timeout`.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>> {
         {
             let mut positions = self.positions.lock().unwrap();
+            if let Some(failure) = positions.failure.take() {
+                bail!("{failure}");
+            }
             let batch: Vec<ConsumedRecord> = positions.redeliver.drain(..).collect();
             if !batch.is_empty() {
                 for record in &batch {
@@ -179,12 +321,25 @@ impl ClassicSource {
                     self.warn_missing_topic(code);
                     break;
                 }
+                Err(KafkaError::MessageConsumption(RDKafkaErrorCode::PollExceeded)) => {
+                    // A put outlasted max.poll.interval.ms: the group took
+                    // the partitions away (forgotten in the rebalance) and
+                    // this consumer joins again on its next poll, as a Java
+                    // consumer does.
+                    tracing::warn!(
+                        "longer than consumer.override.max.poll.interval.ms between polls (a slow put): the group \
+                         rebalanced; joining again"
+                    );
+                    break;
+                }
                 other => other.context("consuming")?,
             };
             let record = convert(&message);
             let mut positions = self.positions.lock().unwrap();
             positions.track(&record);
-            positions.next_offset.insert((record.topic.clone(), record.partition), record.offset + 1);
+            let partition = (record.topic.clone(), record.partition);
+            positions.first_offset.entry(partition.clone()).or_insert(record.offset);
+            positions.next_offset.insert(partition, record.offset + 1);
             batch.push(record);
         }
         // Records of partitions revoked after they were received are no
@@ -230,13 +385,19 @@ impl ClassicSource {
     /// Commits, per partition, the offset below which everything was
     /// acknowledged. Records still in flight (held by the sink, or released)
     /// keep it back, so a crash means their redelivery.
-    pub async fn commit(&mut self) -> Result<()> {
-        let positions = {
-            let positions = self.positions.lock().unwrap();
-            positions.to_commit(positions.next_offset.keys())
+    pub async fn commit(&mut self) -> Result<Committed> {
+        let (positions, rewind) = {
+            let mut positions = self.positions.lock().unwrap();
+            (positions.to_commit(positions.next_offset.keys()), positions.rewind.take())
         };
+        if let Some(rewind) = rewind {
+            return self.rewind(rewind).await;
+        }
+        if let Some(target) = self.target.clone() {
+            return self.commit_transaction(target, positions).await;
+        }
         if positions.is_empty() {
-            return Ok(());
+            return Ok(Committed::Done);
         }
         let offsets = offset_list(&positions)?;
         let consumer = self.consumer.clone();
@@ -250,7 +411,80 @@ impl ClassicSource {
                 current.committed.insert(partition, position);
             }
         }
-        Ok(())
+        Ok(Committed::Done)
+    }
+
+    /// Exactly-once: commits the open transaction with `positions`, or, if
+    /// it aborts, rewinds every partition to its last commit. An error means
+    /// the producer can go no further (fenced): the task must end.
+    async fn commit_transaction(
+        &mut self,
+        target: Arc<TargetCluster>,
+        positions: Vec<(Partition, i64)>,
+    ) -> Result<Committed> {
+        let outcome = tokio::task::spawn_blocking(move || target.commit_transaction(&positions)).await??;
+        match outcome {
+            TxnOutcome::Committed(offsets) => {
+                let mut current = self.positions.lock().unwrap();
+                for (partition, position) in offsets {
+                    if current.next_offset.contains_key(&partition) {
+                        current.committed.insert(partition, position);
+                    }
+                }
+                Ok(Committed::Done)
+            }
+            TxnOutcome::Aborted(why) => self.rewind(Rewind { why, from_target: false }).await,
+            TxnOutcome::Restarted(why) => self.rewind(Rewind { why, from_target: true }).await,
+            // Nothing moves until it resolves: sends are refused meanwhile,
+            // so the records come back released and wait.
+            TxnOutcome::Unresolved(why) => {
+                tracing::warn!(why, "the transaction is unresolved (is the target reachable?)");
+                Ok(Committed::Done)
+            }
+        }
+    }
+
+    /// Exactly-once, after an abort: every partition goes back to its last
+    /// commit, and everything handed out since is forgotten.
+    async fn rewind(&mut self, Rewind { why, from_target }: Rewind) -> Result<Committed> {
+        if from_target && let Some(target) = self.target.clone() {
+            let held: Vec<Partition> = self.positions.lock().unwrap().next_offset.keys().cloned().collect();
+            let committed = tokio::task::spawn_blocking(move || target.committed(&held)).await??;
+            let mut current = self.positions.lock().unwrap();
+            for (partition, offset) in committed {
+                let known = current.committed.get(&partition).copied();
+                if offset != known {
+                    // Ahead: a commit this task could not confirm went through.
+                    tracing::warn!(
+                        topic = partition.0,
+                        partition = partition.1,
+                        target = ?offset,
+                        last_confirmed = ?known,
+                        "the target's committed offset differs from the last commit this task confirmed; rewinding to the target's"
+                    );
+                }
+                match offset {
+                    Some(offset) => current.committed.insert(partition, offset),
+                    None => current.committed.remove(&partition),
+                };
+            }
+        }
+        let mut current = self.positions.lock().unwrap();
+        let rewind: Vec<(Partition, i64)> = current
+            .next_offset
+            .keys()
+            .filter_map(|p| Some((p.clone(), *current.committed.get(p).or(current.first_offset.get(p))?)))
+            .collect();
+        for ((topic, partition), offset) in &rewind {
+            self.consumer
+                .seek(topic, *partition, Offset::Offset(*offset), Duration::from_secs(10))
+                .with_context(|| format!("rewinding {topic}-{partition} to {offset}"))?;
+        }
+        current.in_flight.clear();
+        current.redeliver.clear();
+        current.next_offset.clear();
+        current.first_offset.clear();
+        Ok(Committed::Rewound(why))
     }
 
     /// Commits, then leaves the group at once, so that a stopped connector's
@@ -258,7 +492,7 @@ impl ClassicSource {
     pub async fn close(mut self) -> Result<()> {
         let committed = self.commit().await;
         self.consumer.unsubscribe();
-        committed
+        committed.map(|_| ())
     }
 }
 

@@ -1,10 +1,11 @@
 //! Classic consumer groups seen from outside: whether one exists, and its
 //! committed offsets, read and changed (Connect's `/connectors/{name}/offsets`).
-//! Blocking: call from a blocking thread.
+//! Blocking, but for [`delete_group`]: call from a blocking thread.
 
 use anyhow::{Context, Result};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use regex::Regex;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,6 +37,20 @@ fn partitions(consumer: &BaseConsumer, topics: &[String]) -> Result<Vec<(String,
     Ok(all)
 }
 
+/// The topics a connector consumes now: `named`, or with a `topics.regex`
+/// (`pattern`, anchored) every existing topic whose name it matches, from
+/// metadata of all topics (which creates none).
+pub fn connector_topics(bootstrap: &str, named: &[String], pattern: Option<&Regex>) -> Result<Vec<String>> {
+    let Some(pattern) = pattern else { return Ok(named.to_vec()) };
+    let client: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("creating a metadata client")?;
+    let metadata = client.fetch_metadata(None, TIMEOUT).context("metadata of all topics")?;
+    let mut topics: Vec<String> =
+        metadata.topics().iter().map(|t| t.name().to_string()).filter(|t| pattern.is_match(t)).collect();
+    topics.sort();
+    Ok(topics)
+}
+
 pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<Position>> {
     let consumer = consumer(bootstrap, group)?;
     let mut list = TopicPartitionList::new();
@@ -64,7 +79,44 @@ pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()>
     commit(consumer, bootstrap, group, &existing, positions)
 }
 
-/// Moves every partition of `topics` back to its beginning.
+/// What [`delete_group`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GroupDeletion {
+    /// The group and its offsets are gone (or there was none).
+    Deleted,
+    /// The broker does not serve DeleteGroups (librdkafka's mock).
+    NotServed,
+}
+
+/// Deletes a classic group, its committed offsets with it, as Connect resets
+/// a sink connector's offsets. Kafka refuses while the group has members.
+///
+/// Sent by our own kafka-protocol client (the share consumer's): librdkafka's
+/// DeleteGroups aborts the whole process against a broker that lacks the API
+/// (an assertion in rd_kafka_q_destroy0, seen with its own mock).
+pub async fn delete_group(bootstrap: &str, group: &str) -> Result<GroupDeletion> {
+    use kafka_protocol::ResponseError;
+    use kafka_protocol::messages::{DeleteGroupsRequest, GroupId};
+    use kafka_protocol::protocol::StrBytes;
+    let cluster = crate::kafka::share::Cluster::bootstrap(bootstrap, "spillway-groups", TIMEOUT).await?;
+    let Some(version) = cluster.versions.served::<DeleteGroupsRequest>() else {
+        return Ok(GroupDeletion::NotServed);
+    };
+    let coordinator = cluster.connect(&cluster.find_coordinator(group).await?).await?;
+    let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(StrBytes::from_string(group.into()))]);
+    let reply = coordinator.send(&req, version, TIMEOUT).await?;
+    for result in reply.results {
+        match ResponseError::try_from_code(result.error_code) {
+            None | Some(ResponseError::GroupIdNotFound) => {}
+            Some(ResponseError::NonEmptyGroup) => return Err(GroupBusy.into()),
+            Some(error) => return Err(anyhow::anyhow!("deleting group {group}: {error}")),
+        }
+    }
+    Ok(GroupDeletion::Deleted)
+}
+
+/// Moves every partition of `topics` back to its beginning: the reset for
+/// brokers without DeleteGroups.
 pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {
     let consumer = consumer(bootstrap, group)?;
     let existing = partitions(&consumer, topics)?;

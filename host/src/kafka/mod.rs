@@ -6,6 +6,7 @@ pub mod embedded;
 pub mod groups;
 pub mod producer;
 pub mod share;
+pub mod target;
 
 use bytes::Bytes;
 use std::time::Instant;

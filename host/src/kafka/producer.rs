@@ -57,16 +57,7 @@ impl Producer {
         for (key, value) in &record.headers {
             headers = headers.insert(Header { key, value: value.as_deref() });
         }
-        let mut future: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(record.topic).headers(headers);
-        if let Some(key) = record.key {
-            future = future.key(key);
-        }
-        if let Some(value) = record.value {
-            future = future.payload(value);
-        }
-        if let Some(partition) = record.partition {
-            future = future.partition(partition);
-        }
+        let future = future_record(record.topic, record.partition, record.key, record.value, headers, None);
         let delivery = self.inner.send(future, Duration::from_secs(30)).await;
         delivery.map(|d| (d.partition, d.offset)).map_err(|(e, _)| anyhow!("producing to {}: {e}", record.topic))
     }
@@ -92,4 +83,21 @@ impl Producer {
             .try_for_each(|_| async { Ok(()) })
             .await
     }
+}
+
+/// A record for rdkafka from its optional parts; none of them copied.
+pub(crate) fn future_record<'a>(
+    topic: &'a str,
+    partition: Option<i32>,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: OwnedHeaders,
+    timestamp: Option<i64>,
+) -> FutureRecord<'a, [u8], [u8]> {
+    let mut record: FutureRecord<'a, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
+    record.key = key;
+    record.payload = value;
+    record.partition = partition;
+    record.timestamp = timestamp;
+    record
 }

@@ -24,7 +24,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 12] = [
+const COUNTERS: [(&str, &str, Field); 13] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
@@ -33,6 +33,11 @@ const COUNTERS: [(&str, &str, Field); 12] = [
     ("spillway_records_dead_lettered_total", "Records written to the dead-letter queue.", |m| &m.dead_lettered),
     ("spillway_acks_refused_total", "Acknowledgements the consumer refused (redelivered).", |m| &m.ack_refused),
     ("spillway_commit_failures_total", "Failed offset commits or acknowledgements.", |m| &m.commit_failures),
+    (
+        "spillway_transactions_aborted_total",
+        "Exactly-once transactions aborted; their records were consumed again from the last commit.",
+        |m| &m.transactions_aborted,
+    ),
     ("spillway_records_retried_total", "Records put again after put() asked for a retry.", |m| &m.retried),
     (
         "spillway_records_archived_total",

@@ -1,7 +1,9 @@
 use super::bindings::{self, ConfigError, FlushScope, PluginMetadata, PutReport, Settlement, SinkRecord, TaskError};
 use super::{Limits, PluginState};
+use crate::kafka::target::TargetCluster;
 use anyhow::Result;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -130,6 +132,12 @@ impl PluginInstance {
     }
 
     pub async fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
+        let kafka = &mut self.store.data_mut().kafka;
+        if kafka.is_granted() && !batch.is_empty() {
+            // A send names its source records by id: offset syncs need
+            // their coordinates.
+            kafka.note_batch(batch.iter().map(|r| (r.id, r.topic.as_str(), r.partition, r.offset)));
+        }
         let (bindings, store, guard) = self.begin()?;
         let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, batch)).await;
         self.finish(ended)?.map_err(PluginError::Task)
@@ -139,6 +147,13 @@ impl PluginInstance {
         let (bindings, store, guard) = self.begin()?;
         let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, scope)).await;
         self.finish(ended)?.map_err(PluginError::Task)
+    }
+
+    /// Connects the kafka grants now, before the task joins its group, and
+    /// returns the exactly-once grant's cluster, if any: the task commits
+    /// its transactions and reads its offsets there.
+    pub async fn connect_kafka(&mut self) -> anyhow::Result<Option<Arc<TargetCluster>>> {
+        self.store.data_mut().kafka.connect().await
     }
 
     pub async fn stop(&mut self) -> Result<(), PluginError> {

@@ -39,6 +39,8 @@ pub mod bindings {
             "spillway:log/log": crate::capabilities::log::bindings::spillway::log::log,
             "spillway:object-store/buckets": crate::capabilities::object_store::bindings::spillway::object_store::buckets,
             "spillway:sql/databases": crate::capabilities::sql::bindings::spillway::sql::databases,
+            "spillway:kafka/producer": crate::capabilities::kafka::bindings::spillway::kafka::producer,
+            "spillway:kafka/source": crate::capabilities::kafka::bindings::spillway::kafka::source,
         },
     });
     pub use self::spillway::connector::types::*;
@@ -159,6 +161,9 @@ impl Runtime {
                 "spillway:log/log" => capabilities::log::add_to_linker(&mut linker)?,
                 "spillway:object-store/buckets" => capabilities::object_store::add_to_linker(&mut linker)?,
                 "spillway:sql/databases" => capabilities::sql::add_to_linker(&mut linker)?,
+                // Both of the package's interfaces at once.
+                "spillway:kafka/producer" => capabilities::kafka::add_to_linker(&mut linker)?,
+                "spillway:kafka/source" => {}
                 other => unreachable!("{other} is in CAPABILITIES but has no linker"),
             }
         }

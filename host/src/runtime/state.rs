@@ -3,6 +3,7 @@
 //! own bookkeeping.
 
 use super::limits::MemoryLimiter;
+use crate::capabilities::kafka::{KafkaCtx, KafkaView};
 use crate::capabilities::log::{LogCtx, LogView};
 use crate::capabilities::object_store::{ObjectStoreCtx, ObjectStoreView};
 use crate::capabilities::sql::{SqlCtx, SqlView};
@@ -20,6 +21,7 @@ pub struct PluginState {
     log: LogCtx,
     object_store: ObjectStoreCtx,
     sql: SqlCtx,
+    pub(super) kafka: KafkaCtx,
     pub(super) limiter: MemoryLimiter,
     /// When capability operations of the running call must end.
     pub(super) budget: CallBudget,
@@ -41,7 +43,8 @@ impl PluginState {
             wasi_table: ResourceTable::new(),
             log: LogCtx::new(name),
             object_store: ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics.clone()),
-            sql: SqlCtx::new(&grants.sql, budget.clone(), metrics),
+            sql: SqlCtx::new(&grants.sql, budget.clone(), metrics.clone()),
+            kafka: KafkaCtx::new(&grants.kafka, grants.task.as_ref(), budget.clone(), metrics),
             limiter: MemoryLimiter::new(memory_bytes),
             budget,
             stderr,
@@ -70,5 +73,11 @@ impl ObjectStoreView for PluginState {
 impl SqlView for PluginState {
     fn sql(&mut self) -> &mut SqlCtx {
         &mut self.sql
+    }
+}
+
+impl KafkaView for PluginState {
+    fn kafka(&mut self) -> &mut KafkaCtx {
+        &mut self.kafka
     }
 }

@@ -4,7 +4,9 @@
 use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
 use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
+use crate::kafka::share::TOPICS_REGEX_REFRESH;
 use crate::runtime::Limits;
+use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -34,7 +36,15 @@ pub struct ConnectorConfig {
     /// The plugin's name (Connect's `connector.class`).
     pub plugin: String,
     pub tasks_max: u32,
+    /// Empty when the connector consumes by `topics_regex`.
     pub topics: Vec<String>,
+    /// `topics.regex` as given (not anchored): the connector consumes every
+    /// topic whose whole name it matches.
+    pub topics_regex: Option<String>,
+    /// How often a `topics_regex` share group looks for new matching topics;
+    /// `None`: only when it joins. (A classic group's librdkafka reads the
+    /// same key from `consumer_overrides`.)
+    pub topics_refresh: Option<Duration>,
     pub group_protocol: GroupProtocol,
     pub group_id: String,
     /// `consumer.override.*` with the prefix removed, except `group.protocol`.
@@ -82,6 +92,33 @@ impl ConnectorConfig {
         };
         let name = values.string("name").to_string();
         let topics = values.list("topics").to_vec();
+        // An invalid regex reads as unset; the table reported it.
+        let topics_regex = Some(values.string("topics.regex")).filter(|r| !r.is_empty()).map(String::from);
+        // As Connect checks them: a blank value counts as not given.
+        let given = |key: &str| raw.get(key).is_some_and(|v| !v.trim().is_empty());
+        match (given("topics"), given("topics.regex")) {
+            (true, true) => {
+                let message = "topics and topics.regex are mutually exclusive options, but both are set.";
+                problem("topics", message);
+                problem("topics.regex", message);
+            }
+            (false, false) => {
+                let message = "Must configure one of topics or topics.regex";
+                problem("topics", message);
+                problem("topics.regex", message);
+            }
+            (true, false) if topics.is_empty() => problem(
+                "topics",
+                &format!("Invalid value '{}' for configuration topics: names no topic", raw["topics"]),
+            ),
+            _ => {}
+        }
+        let topics_refresh = match values.get(REFRESH_KEY) {
+            None => Some(TOPICS_REGEX_REFRESH),
+            Some(Value::Long(ms)) if *ms > 0 => Some(millis(*ms)),
+            // librdkafka's meaning of 0 and -1: no refresh after the start.
+            Some(_) => None,
+        };
 
         // The table admits share, classic and consumer only; unset (or
         // refused) leaves the worker's choice.
@@ -113,6 +150,14 @@ impl ConnectorConfig {
         if dlq_topic.is_some_and(|t| topics.iter().any(|topic| topic == t)) {
             problem("errors.deadletterqueue.topic.name", "must not be one of the connector's own topics");
         }
+        if let (Some(dlq), Some(regex)) = (dlq_topic, &topics_regex)
+            && topics_pattern(regex).is_ok_and(|p| p.is_match(dlq))
+        {
+            problem(
+                "errors.deadletterqueue.topic.name",
+                "must not be one of the connector's own topics, and topics.regex matches it",
+            );
+        }
         let retry_timeout_ms = values.long("errors.retry.timeout");
         let errors = ErrorPolicy {
             tolerance,
@@ -139,11 +184,24 @@ impl ConnectorConfig {
             }
             Grants::default()
         });
+        if group_protocol == GroupProtocol::Share
+            && let Some((name, _)) = grants.kafka.iter().find(|(_, g)| g.exactly_once)
+        {
+            problems.push(ConfigProblem {
+                key: format!("plugin.grant.kafka.{name}.exactly.once"),
+                message: "exactly-once needs a classic consumer group (consumer.override.group.protocol=classic): \
+                          a share group's acknowledgements cannot join a Kafka transaction (KIP-1289 is not \
+                          adopted), so share-group connectors deliver at least once"
+                    .into(),
+            });
+        }
         let config = ConnectorConfig {
             name,
             plugin: values.string("connector.class").to_string(),
             tasks_max: values.int("tasks.max") as u32,
             topics,
+            topics_regex,
+            topics_refresh,
             group_protocol,
             group_id,
             consumer_overrides,
@@ -156,6 +214,102 @@ impl ConnectorConfig {
         };
         if problems.is_empty() { Ok(config) } else { Err(problems) }
     }
+}
+
+impl ConnectorConfig {
+    /// `topics.regex`, compiled to match whole names; `None` for a
+    /// connector that names its topics.
+    pub fn topics_pattern(&self) -> Option<Regex> {
+        let regex = self.topics_regex.as_deref()?;
+        Some(topics_pattern(regex).expect("checked when the config was parsed"))
+    }
+}
+
+/// A `topics.regex` as Connect applies it (Java's `matches()`): to the
+/// whole topic name.
+pub fn topics_pattern(regex: &str) -> Result<Regex, regex::Error> {
+    Regex::new(&format!("^(?:{regex})$"))
+}
+
+/// Librdkafka's own name for the interval; its 0 and -1 turn the refresh off.
+const REFRESH_KEY: &str = "consumer.override.topic.metadata.refresh.interval.ms";
+
+/// Checks a `topics.regex`: valid for the `regex` crate (the share group's
+/// client matches with it), and read the same by POSIX extended regex
+/// (glibc's `regcomp`, which librdkafka subscribes a classic group with).
+/// Both agree on literals, `.`, `[...]` with `[:class:]`, groups, `|`, the
+/// greedy quantifiers and `\w \s \b`; what else Rust accepts, POSIX
+/// lacks or reads otherwise (`\d` is a `d` there) and is refused here.
+fn check_topics_regex(regex: &str) -> Result<(), String> {
+    if let Err(e) = Regex::new(regex) {
+        let reason = e.to_string();
+        let reason = reason.lines().find_map(|l| l.strip_prefix("error: ")).unwrap_or(&reason).to_string();
+        return Err(format!("not a valid regular expression: {reason}"));
+    }
+    match posix_difference(regex) {
+        Some(difference) => Err(format!("{difference} (librdkafka matches with POSIX extended regex)")),
+        None => Ok(()),
+    }
+}
+
+/// The first construct of a pattern (valid for the `regex` crate) that
+/// POSIX extended regex lacks or reads differently.
+fn posix_difference(regex: &str) -> Option<String> {
+    let mut chars = regex.chars().peekable();
+    let mut after_quantifier = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                // GNU regex reads \` and \' as anchors.
+                Some(e) if (e.is_ascii_punctuation() && !"`'".contains(e)) || "wWsSbB".contains(e) => {}
+                Some(e) => {
+                    let instead = match e {
+                        'd' => ": write [0-9]",
+                        'D' => ": write [^0-9]",
+                        _ => "",
+                    };
+                    return Some(format!("\\{e} is not POSIX{instead}"));
+                }
+                None => {}
+            },
+            '(' if chars.peek() == Some(&'?') => {
+                return Some("(?...) is not POSIX: no flags, lookaround or non-capturing groups".into());
+            }
+            '?' if after_quantifier => return Some("lazy quantifiers (*?, +?, ??) are not POSIX".into()),
+            '[' => {
+                // `[^]...]` and `[]...]`: a leading `]` is a member.
+                chars.next_if_eq(&'^');
+                chars.next_if_eq(&']');
+                let mut previous = None;
+                while let Some(m) = chars.next() {
+                    match m {
+                        ']' => break,
+                        '\\' => {
+                            return Some(
+                                "a \\ inside [...] is a backslash to POSIX: write members plainly (- last, ] first)"
+                                    .into(),
+                            );
+                        }
+                        '[' if chars.next_if_eq(&':').is_some() => {
+                            if chars.next_if_eq(&'^').is_some() {
+                                return Some("[:^class:] is not POSIX".into());
+                            }
+                            while chars.next().is_some_and(|c| c != ']') {}
+                        }
+                        '[' => return Some("a class inside [...] is not POSIX".into()),
+                        '&' | '-' | '~' if previous == Some(m) => {
+                            return Some(format!("{m}{m} inside [...] is not POSIX"));
+                        }
+                        _ => {}
+                    }
+                    previous = Some(m);
+                }
+            }
+            _ => {}
+        }
+        after_quantifier = matches!(c, '*' | '+' | '?' | '}');
+    }
+    None
 }
 
 /// Milliseconds the table keeps non-negative.
@@ -193,12 +347,32 @@ pub fn connector_keys() -> &'static ConfigDef {
                     key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
                         .with_default("1")
                         .with_validator(Validator::at_least(1)),
-                    key("topics", Type::List, High, "Topics to consume, comma-separated.").required().with_validator(
-                        Validator::new("at least one topic", |v| match v {
-                            Value::List(topics) if topics.is_empty() => Err("names no topic".into()),
+                    key(
+                        "topics",
+                        Type::List,
+                        High,
+                        "Topics to consume, comma-separated. Give this or topics.regex, not both.",
+                    )
+                    .with_default(""),
+                    key(
+                        "topics.regex",
+                        Type::String,
+                        High,
+                        "A regular expression matched against whole topic names: the connector consumes every topic \
+                         it matches, including ones created later (found within \
+                         topic.metadata.refresh.interval.ms). Give this or topics, not both. It must read alike to \
+                         Rust's regex crate (share groups) and librdkafka's POSIX extended regex (classic groups): \
+                         no lookaround, (?...) groups, lazy quantifiers or \\d (write [0-9]), no backslash inside \
+                         [...].",
+                    )
+                    .with_default("")
+                    .with_validator(Validator::new(
+                        "a regex both Rust and POSIX read alike",
+                        |v| match v {
+                            Value::String(regex) if !regex.is_empty() => check_topics_regex(regex),
                             _ => Ok(()),
-                        }),
-                    ),
+                        },
+                    )),
                     key("batch.max.records", Type::Int, Medium, "Records per put().")
                         .with_default("500")
                         .with_validator(Validator::at_least(1)),
@@ -231,6 +405,15 @@ pub fn connector_keys() -> &'static ConfigDef {
                         Medium,
                         "The group the tasks join. Unset: connect- followed by the connector's name.",
                     ),
+                    key(
+                        REFRESH_KEY,
+                        Type::Long,
+                        Low,
+                        "How often, in ms, a topics.regex connector looks for new matching topics (librdkafka's \
+                         property, which the share group's client reads too); 0 or -1: only at the start. Unset: \
+                         30000 with topics.regex, librdkafka's default otherwise.",
+                    )
+                    .with_validator(Validator::at_least(-1)),
                     key(
                         "consumer.override.*",
                         Type::String,
@@ -341,6 +524,9 @@ pub fn connector_keys() -> &'static ConfigDef {
                         .map(|k| k.prefixed("plugin.grant.object-store.<name>.")),
                 )
                 .chain(capabilities::sql::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.sql.<name>.")))
+                .chain(
+                    capabilities::kafka::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.kafka.<name>.")),
+                )
                 .chain([
                     key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
                     key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),
@@ -426,7 +612,7 @@ mod tests {
             .collect();
         let problems = ConnectorConfig::parse(&raw, &Default::default()).unwrap_err();
         let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
-        for key in ["name", "connector.class", "topics", "tasks.max", "errors.tolerance"] {
+        for key in ["name", "connector.class", "topics", "topics.regex", "tasks.max", "errors.tolerance"] {
             assert!(keys.contains(&key), "{key} not reported in {problems:?}");
         }
     }
@@ -504,16 +690,229 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "topics",
                 "batch.max.records",
                 "consumer.override.group.protocol",
                 "plugin.memory.max.bytes",
                 "plugin.call.timeout.ms",
-                "plugin.deterministic"
+                "plugin.deterministic",
+                "topics",
             ],
             "{problems:#?}"
         );
-        assert_eq!(problems[0].message, "Invalid value ' , ' for configuration topics: names no topic");
+        assert_eq!(problems[5].message, "Invalid value ' , ' for configuration topics: names no topic");
+    }
+
+    /// Like `config`, with `topics` as given in `pairs` (or not at all).
+    fn config_without_topics(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut raw = config(pairs);
+        if !pairs.iter().any(|(k, _)| *k == "topics") {
+            raw.remove("topics");
+        }
+        raw
+    }
+
+    fn problems_of(raw: &BTreeMap<String, String>) -> Vec<(String, String)> {
+        let problems = ConnectorConfig::parse(raw, &Default::default()).unwrap_err();
+        problems.into_iter().map(|p| (p.key, p.message)).collect()
+    }
+
+    #[test]
+    fn exactly_one_of_topics_and_topics_regex() {
+        let both_keys = |message: &str| {
+            vec![("topics".to_string(), message.to_string()), ("topics.regex".to_string(), message.to_string())]
+        };
+        assert_eq!(problems_of(&config_without_topics(&[])), both_keys("Must configure one of topics or topics.regex"));
+        assert_eq!(
+            problems_of(&config(&[("topics.regex", "orders-.*")])),
+            both_keys("topics and topics.regex are mutually exclusive options, but both are set.")
+        );
+        // Blank counts as not given, as in Connect.
+        assert_eq!(
+            problems_of(&config_without_topics(&[("topics", " "), ("topics.regex", "")])),
+            both_keys("Must configure one of topics or topics.regex")
+        );
+        let by_regex = ConnectorConfig::parse(
+            &config_without_topics(&[("topics", ""), ("topics.regex", "orders-.*")]),
+            &Default::default(),
+        )
+        .unwrap();
+        assert!(by_regex.topics.is_empty());
+        assert_eq!(by_regex.topics_regex.as_deref(), Some("orders-.*"));
+        let by_name = ConnectorConfig::parse(&config(&[]), &Default::default()).unwrap();
+        assert!(by_name.topics_regex.is_none() && by_name.topics_pattern().is_none());
+    }
+
+    #[test]
+    fn topics_regex_matches_whole_names() {
+        let c = ConnectorConfig::parse(
+            &config_without_topics(&[("topics.regex", "orders|payments-[0-9]+")]),
+            &Default::default(),
+        )
+        .unwrap();
+        let pattern = c.topics_pattern().unwrap();
+        for name in ["orders", "payments-7"] {
+            assert!(pattern.is_match(name), "{name}");
+        }
+        for name in ["orders-eu", "old-orders", "payments-", "xpayments-7"] {
+            assert!(!pattern.is_match(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_topics_regex_is_a_problem_of_its_key() {
+        assert_eq!(
+            problems_of(&config_without_topics(&[("topics.regex", "orders-(")])),
+            [(
+                "topics.regex".to_string(),
+                "Invalid value 'orders-(' for configuration topics.regex: not a valid regular expression: unclosed \
+                 group"
+                    .to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn topics_regex_must_read_the_same_to_posix() {
+        for regex in [
+            "orders-.*",
+            "(orders|payments)-[0-9]+",
+            "orders-[[:digit:]]+",
+            "a\\.b",
+            "a\\w+",
+            "[]a-]+",
+            "a{1,2}b?",
+            "a[^.]b",
+        ] {
+            assert_eq!(check_topics_regex(regex), Ok(()), "{regex}");
+        }
+        for (regex, why) in [
+            ("orders-\\d+", "\\d is not POSIX: write [0-9]"),
+            ("(?:orders)", "(?...) is not POSIX"),
+            ("(?i)orders", "(?...) is not POSIX"),
+            ("orders-.+?", "lazy quantifiers"),
+            ("orders-[0-9]{1,3}?", "lazy quantifiers"),
+            ("orders[\\w-]", "a \\ inside [...]"),
+            ("orders[a&&b]", "&& inside [...]"),
+            ("orders[[:^digit:]]", "[:^class:]"),
+            ("orders\\'", "\\' is not POSIX"),
+        ] {
+            let refused = check_topics_regex(regex).unwrap_err();
+            assert!(
+                refused.starts_with(why) && refused.ends_with("(librdkafka matches with POSIX extended regex)"),
+                "{regex}: {refused}"
+            );
+        }
+        // The regex crate itself has no lookaround.
+        let lookahead = check_topics_regex("(?=o)orders").unwrap_err();
+        assert!(lookahead.starts_with("not a valid regular expression: look-around"), "{lookahead}");
+    }
+
+    /// What `check_topics_regex` accepts, glibc's `regcomp` (which librdkafka
+    /// matches a classic group's pattern with) reads as the `regex` crate
+    /// does; and `\d`, which it refuses, glibc reads as a `d`.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn accepted_patterns_match_alike_in_glibc() {
+        use std::ffi::{CString, c_char, c_int};
+        /// Room for glibc's `regex_t` (64 bytes on 64-bit targets).
+        #[repr(C, align(8))]
+        struct RegexT([u8; 256]);
+        unsafe extern "C" {
+            fn regcomp(preg: *mut RegexT, pattern: *const c_char, cflags: c_int) -> c_int;
+            fn regexec(
+                preg: *const RegexT,
+                string: *const c_char,
+                nmatch: usize,
+                pmatch: *mut u8,
+                eflags: c_int,
+            ) -> c_int;
+            fn regfree(preg: *mut RegexT);
+        }
+        const REG_EXTENDED: c_int = 1;
+        const REG_NOSUB: c_int = 8;
+        // Anchored as `ClassicSource` hands it to librdkafka.
+        let posix = |regex: &str, name: &str| -> bool {
+            let pattern = CString::new(format!("^({regex})$")).unwrap();
+            let name = CString::new(name).unwrap();
+            let mut compiled = RegexT([0; 256]);
+            // SAFETY: a buffer larger than regex_t, freed once compiled.
+            unsafe {
+                assert_eq!(regcomp(&mut compiled, pattern.as_ptr(), REG_EXTENDED | REG_NOSUB), 0, "{regex}");
+                let matched = regexec(&compiled, name.as_ptr(), 0, std::ptr::null_mut(), 0) == 0;
+                regfree(&mut compiled);
+                matched
+            }
+        };
+        let names = [
+            "orders-1",
+            "orders-12",
+            "orders-d",
+            "orders-",
+            "orders_1",
+            "orders.1",
+            "xorders-1",
+            "orders-1x",
+            "payments-7",
+            "a_b",
+            "a-b",
+            "ab",
+            "a.b",
+            "axb",
+            "a",
+            "aab",
+            "]]",
+        ];
+        for regex in [
+            "orders-.*",
+            "(orders|payments)-[0-9]+",
+            "orders-[[:digit:]]+",
+            "a\\.b",
+            "a\\w+",
+            "[]a-]+",
+            "a{1,2}b?",
+            "a[^.]b",
+            "orders|payments-7",
+        ] {
+            assert_eq!(check_topics_regex(regex), Ok(()), "{regex}");
+            let rust = topics_pattern(regex).unwrap();
+            for name in names {
+                assert_eq!(posix(regex, name), rust.is_match(name), "{regex} on {name}");
+            }
+        }
+        let digits = topics_pattern("orders-\\d+").unwrap();
+        assert!(digits.is_match("orders-1") && !posix("orders-\\d+", "orders-1") && posix("orders-\\d+", "orders-d"));
+    }
+
+    #[test]
+    fn the_dead_letter_topic_must_not_match_topics_regex() {
+        let raw = config_without_topics(&[
+            ("topics.regex", "orders-.*"),
+            ("errors.tolerance", "all"),
+            ("errors.deadletterqueue.topic.name", "orders-dlq"),
+        ]);
+        let problems = problems_of(&raw);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "errors.deadletterqueue.topic.name");
+        assert!(problems[0].1.contains("topics.regex matches it"), "{problems:?}");
+        let mut elsewhere = raw.clone();
+        elsewhere.insert("errors.deadletterqueue.topic.name".into(), "dlq-orders".into());
+        assert!(ConnectorConfig::parse(&elsewhere, &Default::default()).is_ok());
+    }
+
+    #[test]
+    fn the_regex_refresh_defaults_to_thirty_seconds_and_follows_librdkafka() {
+        let refresh = |value: Option<&str>| {
+            let pairs: Vec<(&str, &str)> = value.map(|v| (REFRESH_KEY, v)).into_iter().collect();
+            ConnectorConfig::parse(&config(&pairs), &Default::default()).map(|c| c.topics_refresh)
+        };
+        assert_eq!(refresh(None).unwrap(), Some(TOPICS_REGEX_REFRESH));
+        assert_eq!(refresh(Some("500")).unwrap(), Some(Duration::from_millis(500)));
+        assert_eq!(refresh(Some("-1")).unwrap(), None, "librdkafka's 'never'");
+        assert_eq!(refresh(Some("0")).unwrap(), None);
+        assert_eq!(refresh(Some("-2")).unwrap_err()[0].key, REFRESH_KEY);
+        // A classic group's librdkafka gets it as it was given.
+        let c = ConnectorConfig::parse(&config(&[(REFRESH_KEY, "500")]), &Default::default()).unwrap();
+        assert!(c.consumer_overrides.contains(&("topic.metadata.refresh.interval.ms".into(), "500".into())));
     }
 
     #[test]
@@ -574,11 +973,13 @@ mod tests {
             "plugin.grant.net.db.secret",
             "plugin.grant.object-store.archive.secret.access.key",
             "plugin.grant.sql.db.password",
+            "plugin.grant.kafka.target.sasl.password",
+            "plugin.grant.kafka.target.ssl.key.password",
         ] {
             assert!(keys.is_secret(key), "{key}");
         }
         let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
-        assert_eq!(secret_entries.len(), 6, "{secret_entries:?}");
+        assert_eq!(secret_entries.len(), 8, "{secret_entries:?}");
         for key in [
             "plugin.grant.fs.logs.path",
             "plugin.grant.env.TOKEN",
@@ -586,6 +987,8 @@ mod tests {
             "plugin.grant.object-store.archive.access.key.id",
             "plugin.grant.sql.db.user",
             "plugin.grant.sql.db.url",
+            "plugin.grant.kafka.target.sasl.username",
+            "plugin.grant.kafka.target.bootstrap.servers",
             "name",
         ] {
             assert!(!keys.is_secret(key), "{key}");

@@ -1,9 +1,14 @@
 //! Per-task counters, read by the run summary and `GET /metrics`.
 
 use serde::{Deserialize, Serialize};
-use std::sync::OnceLock;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// The topics a connector's tasks consumed records of, shared by them
+/// (KIP-558's active topics, `GET /connectors/{name}/topics`).
+pub type ActiveTopics = Arc<Mutex<BTreeSet<String>>>;
 
 /// Upper bounds, in seconds, of the put-latency histogram's buckets.
 pub const PUT_LATENCY_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
@@ -24,6 +29,8 @@ pub struct TaskMetrics {
     /// revoked): those records are redelivered.
     pub ack_refused: AtomicU64,
     pub commit_failures: AtomicU64,
+    /// Exactly-once transactions aborted (and consumed again).
+    pub transactions_aborted: AtomicU64,
     /// Records put again after `put()` asked for a retry (kept by the task,
     /// not released).
     pub retried: AtomicU64,
@@ -39,11 +46,28 @@ pub struct TaskMetrics {
     pub flushes: [AtomicU64; FlushCause::ALL.len()],
     /// Share groups: the broker's delivery rules as the task found them.
     pub share_delivery: OnceLock<ShareDelivery>,
+    /// Set once the task started.
+    pub delivery_guarantee: OnceLock<DeliveryGuarantee>,
     pub plugin_memory_bytes: AtomicU64,
     /// Cumulative counts per bucket of `PUT_LATENCY_BUCKETS` (plus +Inf).
     pub put_latency_buckets: [AtomicU64; PUT_LATENCY_BUCKETS.len() + 1],
     pub put_latency_sum_micros: AtomicU64,
     pub put_calls: AtomicU64,
+    /// The connector's, where this task adds the topics of what it polls.
+    pub active_topics: ActiveTopics,
+}
+
+/// What a task promises about each record reaching its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryGuarantee {
+    /// A classic group through an exactly-once kafka grant: output and
+    /// source offsets commit in one transaction.
+    ExactlyOnce,
+    /// Every other task: a record may be written again after a crash.
+    /// Share groups are always here: their acknowledgements cannot join a
+    /// Kafka transaction (KIP-1289 is a proposal, not adopted).
+    AtLeastOnce,
 }
 
 /// How a share-group task treats a record's deliveries, for its status.

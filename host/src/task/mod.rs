@@ -9,14 +9,15 @@ mod run;
 mod source;
 
 pub use config::{ConnectorConfig, GroupProtocol, Tolerance, WorkerDefaults};
-pub use metrics::{FlushCause, ShareDelivery, TaskMetrics};
+pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{TaskExit, TaskLoop};
 
+use crate::capabilities::kafka::TaskScope;
 use crate::kafka::classic::ClassicSource;
 use crate::kafka::producer::Producer;
 use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::runtime::{Plugin, Runtime};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use dead_letter::DeadLetterQueue;
 use in_flight::InFlight;
 use run::PluginSlot;
@@ -42,8 +43,27 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     // Like Connect's task configs, each task's config names its task.
     let mut plugin_config: Vec<(String, String)> = config.raw.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), spec.task_id.to_string()));
-    let mut instance = runtime.instantiate(&spec.plugin, &name, &config.grants, &config.limits).await?;
+    let mut grants = config.grants.clone();
+    grants.task = Some(TaskScope {
+        connector: config.name.clone(),
+        task: spec.task_id,
+        // Fixed per connector, whatever its consumer group: exactly-once
+        // positions stay found if the group id changes.
+        offsets_group: format!("connect-{}", config.name),
+        bootstrap_servers: spec.bootstrap_servers.clone(),
+        topics: config.topics.clone(),
+        topics_regex: config.topics_regex.clone(),
+    });
+    let mut instance = runtime.instantiate(&spec.plugin, &name, &grants, &config.limits).await?;
     instance.start(&plugin_config).await.map_err(|e| anyhow!("plugin start: {e}"))?;
+    // Kafka grants connect before the group is joined; exactly-once opens
+    // the task's transactional producer, fencing older instances of it.
+    let exactly_once = instance.connect_kafka().await.context("connecting the kafka grants")?;
+    let guarantee = match exactly_once {
+        Some(_) => DeliveryGuarantee::ExactlyOnce,
+        None => DeliveryGuarantee::AtLeastOnce,
+    };
+    let _ = spec.metrics.delivery_guarantee.set(guarantee);
 
     // Before the group is joined: see `Producer::connect`.
     let dlq = match &config.errors.dlq_topic {
@@ -64,12 +84,19 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             &spec.bootstrap_servers,
             &config.group_id,
             &config.topics,
+            config.topics_regex.as_deref(),
             &config.consumer_overrides,
             config.batch_max_records,
+            exactly_once,
         )?),
         GroupProtocol::Share => {
+            if exactly_once.is_some() {
+                bail!("exactly-once needs a classic consumer group: share acknowledgements cannot join a transaction");
+            }
             let mut share = ShareConsumerConfig::new(&spec.bootstrap_servers, &config.group_id, &[]);
             share.topics = config.topics.clone();
+            share.topics_regex = config.topics_regex.clone();
+            share.topics_refresh = config.topics_refresh;
             share.client_id = format!("spillway-{name}");
             share.max_records = config.batch_max_records as i32;
             let consumer = ShareConsumer::connect(share).await.context("joining the share group")?;
@@ -101,6 +128,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         failed_rounds: 0,
         delivery_limit,
         last_commit: Instant::now(),
+        last_tick: Instant::now(),
         last_put: Duration::ZERO,
         last_poll: Duration::ZERO,
     })

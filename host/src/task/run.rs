@@ -13,7 +13,7 @@ use super::convert::to_sink_record;
 use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
-use super::source::Source;
+use super::source::{Committed, Source};
 use crate::kafka::{AckType, ConsumedRecord};
 use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, SinkRecord, TaskError};
 use crate::runtime::{PluginError, PluginInstance};
@@ -31,6 +31,10 @@ const LOCK_SAFETY_MARGIN: Duration = Duration::from_secs(5);
 /// Acknowledgements ride on the next fetch; commits that report on them (and
 /// classic offset commits) happen when the loop idles, and at least this often.
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// Once it has had records, while nothing arrives and nothing is held, the
+/// plugin still gets an empty `put` this often (as Connect calls `put` on every empty poll), so
+/// that it can do periodic work: a mirror's checkpoints, say.
+const IDLE_TICK: Duration = Duration::from_secs(1);
 /// The first pause before a failed batch is put again; it doubles per failed
 /// round, up to `errors.retry.delay.max.ms`.
 const FIRST_RETRY_BACKOFF: Duration = Duration::from_millis(300);
@@ -66,6 +70,8 @@ pub struct TaskLoop {
     /// Share groups: the broker archives a record after this many deliveries.
     pub(super) delivery_limit: Option<u16>,
     pub(super) last_commit: Instant,
+    /// When the plugin last got an empty `put`.
+    pub(super) last_tick: Instant,
     /// How long the last `put()` and the last fetch that brought records
     /// took. The next batch is fetched during `put()` only when `put()` is
     /// the slower side: fetching ahead holds the batch's acknowledgements
@@ -115,7 +121,7 @@ impl TaskLoop {
             self.count_polled(&polled);
             let idle = polled.is_empty();
             if !idle {
-                let prefetch = self.last_put > self.last_poll;
+                let prefetch = self.last_put > self.last_poll && !self.source.is_exactly_once();
                 prefetched = self.deliver(polled, prefetch).await?;
                 if self.records.is_retrying()
                     && let Some(next) = prefetched.take()
@@ -123,12 +129,14 @@ impl TaskLoop {
                     // Put with the failed batch once the target is back.
                     self.admit(next, Stage::Waiting).await?;
                 }
-            } else if self.records.is_holding() {
+            } else if self.records.is_holding()
+                || (self.last_put > Duration::ZERO && self.last_tick.elapsed() >= IDLE_TICK)
+            {
                 self.tick().await?;
             }
             self.flush_if_due(idle).await?;
-            if idle || self.last_commit.elapsed() >= COMMIT_INTERVAL {
-                self.commit().await;
+            if (idle || self.last_commit.elapsed() >= COMMIT_INTERVAL) && self.commit().await? {
+                prefetched = None;
             }
         }
     }
@@ -140,6 +148,14 @@ impl TaskLoop {
         }
         self.metrics.polled.fetch_add(polled.len() as u64, Relaxed);
         self.metrics.resent_while_held.store(self.source.resent_while_held(), Relaxed);
+        if !polled.is_empty() {
+            let mut topics = self.metrics.active_topics.lock().unwrap();
+            for record in polled {
+                if !topics.contains(&record.topic) {
+                    topics.insert(record.topic.clone());
+                }
+            }
+        }
     }
 
     /// One batch through `put()` and its outcomes. With `prefetch`, the next
@@ -231,10 +247,12 @@ impl TaskLoop {
         }
     }
 
-    /// A poll brought nothing while records are held: an empty `put`, as
-    /// Connect calls `put` with an empty collection, so that the plugin can
-    /// act on time (a rotation on the wall clock) and settle what it wrote.
+    /// A poll brought nothing while records are held (or for a while): an
+    /// empty `put`, as Connect calls `put` with an empty collection, so that
+    /// the plugin can act on time (a rotation on the wall clock, a
+    /// checkpoint) and settle what it wrote.
     async fn tick(&mut self) -> Result<(), Failure> {
+        self.last_tick = Instant::now();
         match self.plugin.put(&[]).await {
             Ok(report) if report.outcomes.is_empty() => self.settle_held(report.settled).await,
             Ok(report) => {
@@ -330,14 +348,15 @@ impl TaskLoop {
             }
         }
         // What was settled so far goes out before the pause.
-        self.commit().await;
+        if self.commit().await? {
+            // Rewound: the records come again from the source.
+            return Ok(());
+        }
         if again.is_empty() {
             self.failed_rounds = 0;
             return Ok(());
         }
-        let mut backoff = FIRST_RETRY_BACKOFF
-            .saturating_mul(1 << self.failed_rounds.saturating_sub(1).min(16))
-            .min(self.config.errors.retry_delay_max);
+        let mut backoff = self.backoff();
         if let Some(lock) = soonest_lock {
             backoff = backoff.min(lock);
         }
@@ -465,16 +484,51 @@ impl TaskLoop {
         }
     }
 
-    async fn commit(&mut self) {
+    /// Commits what was settled. `Ok(true)` when an exactly-once
+    /// transaction aborted instead: the source went back to its last
+    /// commit, so every record in flight here is forgotten (it comes again),
+    /// after a pause as for a failed put.
+    async fn commit(&mut self) -> Result<bool, Failure> {
         self.last_commit = Instant::now();
-        if let Err(e) = self.source.commit().await {
-            self.metrics.commit_failures.fetch_add(1, Relaxed);
-            tracing::warn!(
-                task = self.name,
-                error = format!("{e:#}"),
-                "commit failed; uncommitted records will be redelivered"
-            );
+        match self.source.commit().await {
+            Ok(Committed::Done) => Ok(false),
+            Ok(Committed::Rewound(why)) => {
+                let forgotten = self.records.ids();
+                for id in &forgotten {
+                    self.records.remove(*id);
+                }
+                self.metrics.transactions_aborted.fetch_add(1, Relaxed);
+                self.failed_rounds += 1;
+                let pause = self.backoff();
+                tracing::warn!(
+                    task = self.name,
+                    why,
+                    records = forgotten.len(),
+                    pause_ms = pause.as_millis() as u64,
+                    "transaction aborted; consuming again from the last commit"
+                );
+                tokio::time::sleep(pause).await;
+                Ok(true)
+            }
+            Ok(Committed::Ended(why)) => Err(Failure(why)),
+            Err(e) => {
+                self.metrics.commit_failures.fetch_add(1, Relaxed);
+                tracing::warn!(
+                    task = self.name,
+                    error = format!("{e:#}"),
+                    "commit failed; uncommitted records will be redelivered"
+                );
+                Ok(false)
+            }
         }
+    }
+
+    /// The pause before a failed batch is tried again: doubling per failed
+    /// round, up to `errors.retry.delay.max.ms`.
+    fn backoff(&self) -> Duration {
+        FIRST_RETRY_BACKOFF
+            .saturating_mul(1 << self.failed_rounds.saturating_sub(1).min(16))
+            .min(self.config.errors.retry_delay_max)
     }
 
     fn warn_if_put_nears_lock(&self, ids: &[u64], elapsed: Duration) {
@@ -512,7 +566,9 @@ impl TaskLoop {
         for id in self.records.ids() {
             self.acknowledge(id, AckType::Release);
         }
-        self.commit().await;
+        if let Err(Failure(e)) = self.commit().await {
+            tracing::warn!(task = self.name, error = e, "final commit failed");
+        }
         if let Err(e) = self.plugin.stop().await
             && clean
         {

@@ -2,6 +2,7 @@
 //! one face of poll, acknowledge and commit.
 
 use crate::kafka::classic::ClassicSource;
+pub use crate::kafka::classic::Committed;
 use crate::kafka::share::ShareConsumer;
 use crate::kafka::{AckType, ConsumedRecord};
 use anyhow::{Result, bail};
@@ -18,6 +19,13 @@ impl Source {
             Source::Share(s) => Ok(s.poll(timeout).await?),
             Source::Classic(s) => s.poll(timeout).await,
         }
+    }
+
+    /// Whether the plugin's output and the source positions commit as one
+    /// transaction. Then nothing is fetched while `put` runs: a rebalance
+    /// inside a fetch commits the transaction.
+    pub fn is_exactly_once(&self) -> bool {
+        matches!(self, Source::Classic(s) if s.is_exactly_once())
     }
 
     /// Whether the broker stops handing out records while too many are in
@@ -47,8 +55,9 @@ impl Source {
     }
 
     /// Share groups: `commitSync`, which fails if any partition's
-    /// acknowledgements did not take effect. Classic: commits offsets.
-    pub async fn commit(&mut self) -> Result<()> {
+    /// acknowledgements did not take effect. Classic: commits offsets, or,
+    /// exactly-once, the transaction with them.
+    pub async fn commit(&mut self) -> Result<Committed> {
         match self {
             Source::Share(s) => {
                 let result = s.commit_sync().await?;
@@ -57,7 +66,10 @@ impl Source {
                     let list: Vec<String> = failures.iter().map(|(tp, f)| format!("{tp}: {f:?}")).collect();
                     bail!("acknowledgements failed for {}", list.join(", "));
                 }
-                Ok(())
+                Ok(Committed::Done)
+            }
+            Source::Classic(s) if s.is_exactly_once() => {
+                Ok(s.commit().await.unwrap_or_else(|e| Committed::Ended(format!("{e:#}"))))
             }
             Source::Classic(s) => s.commit().await,
         }

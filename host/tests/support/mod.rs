@@ -4,6 +4,8 @@
 
 pub mod databases;
 pub mod herder;
+pub mod noida;
+pub mod worker;
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -226,7 +228,7 @@ pub fn assert_none_lost(got: &[String], expected: &[String], what: &str) -> usiz
     duplicates
 }
 
-fn count_keys(keys: &[String]) -> std::collections::BTreeMap<&String, usize> {
+pub fn count_keys(keys: &[String]) -> std::collections::BTreeMap<&String, usize> {
     let mut counts = std::collections::BTreeMap::new();
     for k in keys {
         *counts.entry(k).or_insert(0) += 1;

@@ -94,10 +94,7 @@ impl Sink for S3Sink {
     }
 
     fn start(config: Config) -> Result<Self, TaskError> {
-        let settings = Settings::parse(&config).map_err(|errors| {
-            let all: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
-            TaskError::Fatal(format!("invalid configuration: {}", all.join("; ")))
-        })?;
+        let settings = Settings::parse(&config)?;
         let bucket = Bucket::open(&settings.grant)?;
         S3Sink::with_store(settings, Box::new(BucketStore(bucket)), Box::new(wall_clock))
     }

@@ -73,10 +73,7 @@ impl Sink for SqlSink {
     }
 
     fn start(config: Config) -> Result<Self, TaskError> {
-        let settings = Settings::parse(&config).map_err(|errors| {
-            let all: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
-            TaskError::Fatal(format!("invalid configuration: {}", all.join("; ")))
-        })?;
+        let settings = Settings::parse(&config)?;
         let database = Database::open(&settings.grant)?;
         Ok(SqlSink::with_db(settings, Box::new(GrantedDb(database))))
     }

@@ -15,7 +15,6 @@ mod copy;
 mod failure;
 mod grant;
 mod guard;
-mod pending;
 mod tx;
 mod values;
 
@@ -44,7 +43,7 @@ pub mod bindings {
         with: {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:sql/databases.database": super::OpenDatabase,
-            "spillway:sql/databases.pending-batch": super::pending::PendingBatch,
+            "spillway:sql/databases.pending-batch": super::PendingBatch,
         },
     });
 }
@@ -52,7 +51,8 @@ pub mod bindings {
 use bindings::spillway::sql::databases::{
     BatchOutcome, Column, Dialect, Host, HostDatabase, HostPendingBatch, RowFailure, Rows, Statement, Value,
 };
-use pending::PendingBatch;
+/// A batch begun in the background: the resource behind `pending-batch`.
+pub type PendingBatch = super::pending::Pending<BatchOutcome>;
 
 /// A database the plugin opened: the resource behind `database`.
 pub struct OpenDatabase {

@@ -128,22 +128,36 @@ impl Cluster {
     /// Refresh brokers and the given topics (creating them if the broker
     /// auto-creates topics).
     pub async fn refresh(&self, topics: &[String]) -> Result<(), ShareError> {
+        let names = topics
+            .iter()
+            .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t.clone())))))
+            .collect();
+        self.metadata(Some(names)).await.map(drop)
+    }
+
+    /// Refresh brokers and every topic, creating none; answers the names of
+    /// the topics that are not internal (as the Java consumer leaves them
+    /// out of pattern subscriptions).
+    pub async fn refresh_all(&self) -> Result<Vec<String>, ShareError> {
+        self.metadata(None).await
+    }
+
+    /// One Metadata request: for `topics`, or for all (`None`). Only named
+    /// topics may be created: librdkafka's mock creates whatever a request
+    /// names while auto-creation is allowed.
+    async fn metadata(&self, topics: Option<Vec<MetadataRequestTopic>>) -> Result<Vec<String>, ShareError> {
         let version = self.versions.pick::<MetadataRequest>(12);
         if version < MIN_METADATA_VERSION {
             return Err(ShareError::Protocol(format!(
                 "broker serves Metadata up to v{version}; topic ids need v{MIN_METADATA_VERSION}"
             )));
         }
-        let req = MetadataRequest::default().with_allow_auto_topic_creation(true).with_topics(Some(
-            topics
-                .iter()
-                .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t.clone())))))
-                .collect(),
-        ));
+        let req = MetadataRequest::default().with_allow_auto_topic_creation(topics.is_some()).with_topics(topics);
         let conn = self.meta_conn().await?;
         let reply = conn.send(&req, version, self.timeout).await?;
         let mut view = self.view.lock().unwrap();
         view.brokers = reply.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port))).collect();
+        let mut known = Vec::new();
         for topic in reply.topics {
             let Some(name) = topic.name.map(|n| n.0.to_string()) else {
                 continue;
@@ -159,11 +173,14 @@ impl Cluster {
                 .filter(|p| p.error_code == 0 && p.leader_id.0 >= 0)
                 .map(|p| (p.partition_index, p.leader_id.0))
                 .collect();
+            if !topic.is_internal {
+                known.push(name.clone());
+            }
             view.names.insert(topic.topic_id, name.clone());
             let id = topic.topic_id;
             view.topics.insert(name, TopicInfo { id, leaders });
         }
-        Ok(())
+        Ok(known)
     }
 
     pub fn topic_id(&self, topic: &str) -> Option<Uuid> {

@@ -9,6 +9,7 @@ use super::error::{AckFailure, ShareError};
 use super::fetch::decode_partition;
 use super::membership::Membership;
 use super::session::{Session, Tip};
+use super::subscription::Subscription;
 use super::{CommitResult, ShareConsumerConfig, TopicPartition};
 use crate::kafka::{AckType, ConsumedRecord};
 use futures::future::join_all;
@@ -31,6 +32,7 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 pub struct ShareConsumer {
     config: ShareConsumerConfig,
+    subscription: Subscription,
     cluster: Arc<Cluster>,
     membership: Membership,
     /// Share session with each partition leader, by node id.
@@ -56,27 +58,35 @@ struct Exchange<P> {
 impl ShareConsumer {
     /// Bootstrap, learn the topics, and join the share group.
     pub async fn connect(config: ShareConsumerConfig) -> Result<Self, ShareError> {
-        if config.group_id.is_empty() || config.topics.is_empty() {
-            return Err(ShareError::Config("group_id and topics are required".into()));
+        if config.group_id.is_empty() {
+            return Err(ShareError::Config("group_id is required".into()));
         }
+        let subscription = Subscription::of(&config)?;
         let cluster = Cluster::bootstrap(&config.bootstrap_servers, &config.client_id, config.request_timeout).await?;
-        // Topics may be created by this request; their ids appear shortly after.
-        let deadline = Instant::now() + config.request_timeout;
-        loop {
-            cluster.refresh(&config.topics).await?;
-            let known = config.topics.iter().all(|t| cluster.topic_id(t).is_some());
-            if known {
-                break;
+        if let Subscription::Topics(topics) = &subscription {
+            // Topics may be created by this request; their ids appear shortly after.
+            let deadline = Instant::now() + config.request_timeout;
+            loop {
+                cluster.refresh(topics).await?;
+                let known = topics.iter().all(|t| cluster.topic_id(t).is_some());
+                if known {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    // Joining anyway: the assignment follows once the topic exists.
+                    tracing::warn!(?topics, "a subscribed topic does not exist yet; waiting for it");
+                    break;
+                }
+                tokio::time::sleep(METADATA_RETRY).await;
             }
-            if Instant::now() >= deadline {
-                // Joining anyway: the assignment follows once the topic exists.
-                tracing::warn!(topics = ?config.topics, "a subscribed topic does not exist yet; waiting for it");
-                break;
-            }
-            tokio::time::sleep(METADATA_RETRY).await;
+        }
+        let topics = subscription.topics(&cluster).await?;
+        if topics.is_empty() {
+            // Joining anyway: the pattern is matched again on its refresh interval.
+            tracing::warn!(pattern = ?config.topics_regex, "no topic matches topics_regex yet; waiting for one");
         }
         let delivery_limit = delivery_limit(&cluster, &config.group_id).await;
-        let membership = Membership::join(cluster.clone(), &config.group_id, &config.topics).await?;
+        let membership = Membership::join(cluster.clone(), &config.group_id, subscription.clone(), topics).await?;
         tracing::info!(
             group = %config.group_id,
             member = membership.member_id(),
@@ -84,6 +94,7 @@ impl ShareConsumer {
         );
         Ok(ShareConsumer {
             config,
+            subscription,
             cluster,
             membership,
             sessions: HashMap::new(),
@@ -228,7 +239,7 @@ impl ShareConsumer {
     }
 
     async fn refresh_metadata(&mut self) {
-        match self.cluster.refresh(&self.config.topics).await {
+        match self.subscription.refresh_metadata(&self.cluster).await {
             Ok(()) => self.metadata_stale = false,
             Err(e) => tracing::warn!(error = %e, "metadata refresh failed"),
         }

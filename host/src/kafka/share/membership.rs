@@ -1,10 +1,13 @@
 //! Share-group membership: a background task that owns the coordinator
 //! connection and heartbeats on the interval the coordinator asks for, so the
-//! member stays in the group however rarely `poll` is called.
+//! member stays in the group however rarely `poll` is called. For a pattern
+//! subscription it also matches the pattern again on its refresh interval,
+//! and sends the subscribed names with the next heartbeat when they changed.
 
 use super::cluster::Cluster;
 use super::connection::Connection;
 use super::error::ShareError;
+use super::subscription::Subscription;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{GroupId, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
 use uuid::Uuid;
 
 const SHARE_GROUP_HEARTBEAT_VERSION: i16 = 1;
@@ -39,14 +43,22 @@ pub(crate) struct Membership {
 }
 
 impl Membership {
-    /// Join the group and return once the coordinator accepted us.
-    pub async fn join(cluster: Arc<Cluster>, group_id: &str, topics: &[String]) -> Result<Self, ShareError> {
+    /// Join the group subscribed to `topics` (what `subscription` comes to
+    /// now) and return once the coordinator accepted us.
+    pub async fn join(
+        cluster: Arc<Cluster>,
+        group_id: &str,
+        subscription: Subscription,
+        topics: Vec<String>,
+    ) -> Result<Self, ShareError> {
         let member_id = Uuid::new_v4().to_string();
         let mut heartbeat = Heartbeat {
             cluster,
             group_id: group_id.to_string(),
             member_id: member_id.clone(),
-            topics: topics.to_vec(),
+            subscription,
+            topics,
+            resubscribe: false,
             coordinator: None,
             epoch: JOIN_EPOCH,
             interval: Duration::from_secs(5),
@@ -94,7 +106,11 @@ struct Heartbeat {
     cluster: Arc<Cluster>,
     group_id: String,
     member_id: String,
+    subscription: Subscription,
+    /// The names subscribed to.
     topics: Vec<String>,
+    /// `topics` changed since the coordinator last heard them.
+    resubscribe: bool,
     coordinator: Option<Connection>,
     epoch: i32,
     interval: Duration,
@@ -104,10 +120,18 @@ type LeaveRequest = oneshot::Receiver<oneshot::Sender<Result<(), ShareError>>>;
 
 impl Heartbeat {
     async fn run(mut self, tx: watch::Sender<MemberState>, mut leave: LeaveRequest) {
-        let mut wait = self.interval;
+        let mut next_beat = Instant::now() + self.interval;
+        let mut next_match = self.subscription.refresh().map(|every| Instant::now() + every);
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = sleep_until(next_beat) => {}
+                _ = sleep_until(next_match.unwrap_or(next_beat)), if next_match.is_some() => {
+                    next_match = self.subscription.refresh().map(|every| Instant::now() + every);
+                    if !self.match_again().await {
+                        continue;
+                    }
+                    // Changed: the coordinator hears it now, not a heartbeat interval later.
+                }
                 request = &mut leave => {
                     let result = self.leave().await;
                     if let Ok(done) = request {
@@ -116,13 +140,35 @@ impl Heartbeat {
                     return;
                 }
             }
-            wait = match self.beat().await {
+            let wait = match self.beat().await {
                 Ok(reply) => {
                     self.apply(&reply, &tx);
                     self.interval
                 }
                 Err(e) => self.recover(e, &tx),
             };
+            next_beat = Instant::now() + wait;
+        }
+    }
+
+    /// Match the subscription's pattern against the cluster's topics again;
+    /// true when the subscribed names changed.
+    async fn match_again(&mut self) -> bool {
+        // Never holding up a heartbeat by more than an interval.
+        let matched = tokio::time::timeout(self.interval, self.subscription.topics(&self.cluster)).await;
+        let matched = matched.unwrap_or_else(|_| Err(ShareError::Protocol("no metadata in time".into())));
+        match matched {
+            Ok(topics) if topics != self.topics => {
+                tracing::info!(group = self.group_id, ?topics, "the subscription's pattern matches other topics now");
+                self.topics = topics;
+                self.resubscribe = true;
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "matching the subscription's pattern; keeping the topics it matched");
+                false
+            }
         }
     }
 
@@ -198,13 +244,15 @@ impl Heartbeat {
     }
 
     async fn beat(&mut self) -> Result<ShareGroupHeartbeatResponse, ShareError> {
-        // Subscriptions go with the join only: null means "unchanged".
-        let subscription = (self.epoch == JOIN_EPOCH)
+        // Subscriptions go with the join and after a change only: null
+        // means "unchanged".
+        let subscription = (self.epoch == JOIN_EPOCH || self.resubscribe)
             .then(|| self.topics.iter().map(|t| TopicName(StrBytes::from_string(t.clone()))).collect());
         let reply = self.send(self.epoch, subscription).await?;
         if let Some(e) = ShareError::broker(reply.error_code, "ShareGroupHeartbeat") {
             return Err(e);
         }
+        self.resubscribe = false;
         if let Some(id) = reply.member_id.as_ref().filter(|id| !id.is_empty()) {
             self.member_id = id.to_string();
         }

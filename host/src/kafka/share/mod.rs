@@ -2,10 +2,12 @@
 //!
 //! Layout: [`connection`] frames requests on one TCP connection per broker,
 //! [`cluster`] keeps metadata and the connection pool, [`membership`]
-//! heartbeats in a background task, [`session`] tracks the share session
+//! heartbeats in a background task (and matches a pattern subscription
+//! again, through [`subscription`]), [`session`] tracks the share session
 //! with each partition leader, [`fetch`] decodes acquired records, and
 //! [`acks`] holds the records we own until they are acknowledged. The
 //! consumer itself ([`consumer`]) drives ShareFetch and ShareAcknowledge.
+//! [`offsets`] reads and changes a group's start offsets from outside it.
 
 mod acks;
 mod cluster;
@@ -15,15 +17,28 @@ mod consumer;
 mod error;
 mod fetch;
 mod membership;
+mod offsets;
 mod session;
+mod subscription;
 
+/// Our kafka-protocol client, for group RPCs librdkafka lacks or mishandles.
+pub(crate) use cluster::Cluster;
 pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
+pub use offsets::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
+
+/// How often a `topics_regex` subscription is matched against the cluster's
+/// topics again, to pick up topics created (or deleted) since. The Java
+/// consumer's `metadata.max.age.ms` (5 min) and librdkafka's
+/// `topic.metadata.refresh.interval.ms` play this part there; shorter here,
+/// so that a new topic is not left unread for minutes, while a Metadata
+/// request this often costs a cluster nothing.
+pub const TOPICS_REGEX_REFRESH: Duration = Duration::from_secs(30);
 
 /// Settings of a [`ShareConsumer`].
 #[derive(Clone, Debug)]
@@ -32,6 +47,12 @@ pub struct ShareConsumerConfig {
     pub bootstrap_servers: String,
     pub group_id: String,
     pub topics: Vec<String>,
+    /// Instead of `topics`: every topic whose whole name matches this regex
+    /// (Connect's `topics.regex`), found in the cluster's metadata.
+    pub topics_regex: Option<String>,
+    /// How often `topics_regex` is matched again after the join; `None`:
+    /// never.
+    pub topics_refresh: Option<Duration>,
     pub client_id: String,
     /// How long a ShareFetch may wait on the broker for records.
     pub max_wait: Duration,
@@ -48,6 +69,8 @@ impl ShareConsumerConfig {
             bootstrap_servers: bootstrap_servers.to_string(),
             group_id: group_id.to_string(),
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            topics_regex: None,
+            topics_refresh: Some(TOPICS_REGEX_REFRESH),
             client_id: "spillway".to_string(),
             max_wait: Duration::from_millis(500),
             max_records: 500,

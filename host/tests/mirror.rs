@@ -1,0 +1,561 @@
+//! The mirror plugin through real workers and real brokers.
+//!
+//! Exactly-once runs between two noida-db Kafka instances (a source and a
+//! target cluster apart, so that offsets committed to the wrong cluster
+//! cannot pass unnoticed): noida-db's transactions are correct, the
+//! librdkafka mock's are not (`../shared/notes/kafka-brokers.md`). The
+//! share-group test runs on the mock, the only broker here with share
+//! groups. `SPILLWAY_TEST_TXN_SOURCE` / `_TARGET` and
+//! `SPILLWAY_TEST_BOOTSTRAP` point them at real clusters instead.
+
+mod support;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+use support::noida::{Noida, ReadRecord, read_all};
+use support::worker::{PATIENCE, Worker};
+use support::{Broker, unique};
+
+const PARTITIONS: i32 = 3;
+
+/// `n` records keyed `<prefix>-<i>` into partition `i % 3` of `topic`, with
+/// a header, a timestamp and (every tenth) a null value; returns the keys per
+/// partition in the order produced.
+async fn produce_keyed(
+    bootstrap: &str,
+    topic: &str,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+) -> BTreeMap<i32, Vec<String>> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    // Recent timestamps: older ones fall to the topic's retention at once.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let base = now - 3_600_000;
+    let mut sends = Vec::new();
+    let mut order: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for i in range {
+        let key = format!("{prefix}-{i}");
+        let partition = (i % PARTITIONS as usize) as i32;
+        order.entry(partition).or_default().push(key.clone());
+        let producer = producer.clone();
+        sends.push(async move {
+            let value = format!("value of {key}");
+            let headers = rdkafka::message::OwnedHeaders::new()
+                .insert(rdkafka::message::Header { key: "h", value: Some(key.as_bytes()) })
+                .insert(rdkafka::message::Header { key: "nil", value: None::<&[u8]> });
+            let mut record = FutureRecord::to(topic)
+                .key(key.as_str())
+                .partition(partition)
+                .headers(headers)
+                .timestamp(base + i as i64);
+            if i % 10 != 0 {
+                record = record.payload(value.as_str());
+            }
+            producer.send(record, Duration::from_secs(30)).await.map_err(|(e, _)| e).unwrap();
+        });
+    }
+    futures::future::join_all(sends).await;
+    order
+}
+
+fn mirror_config(source_topic: &str, target_bootstrap: &str, exactly_once: bool) -> Value {
+    json!({
+        "connector.class": "mirror",
+        "topics": source_topic,
+        "tasks.max": "2",
+        "consumer.override.group.protocol": "classic",
+        "consumer.override.session.timeout.ms": "6000",
+        "batch.max.records": "100",
+        "source.cluster.alias": "src",
+        "plugin.grant.kafka.target.bootstrap.servers": target_bootstrap,
+        "plugin.grant.kafka.target.exactly.once": exactly_once.to_string(),
+        "plugin.grant.kafka.target.timeout.ms": "5000",
+    })
+}
+
+/// Waits until `target` holds at least `n` committed records of `topic`.
+async fn wait_committed(target: &str, topic: &str, n: usize, what: &str, log: &std::path::Path) -> Vec<ReadRecord> {
+    let deadline = Instant::now() + PATIENCE * 2;
+    loop {
+        let read = tokio::task::block_in_place(|| read_all(target, topic, "read_committed"));
+        if read.len() >= n {
+            return read;
+        }
+        if Instant::now() >= deadline {
+            let written = tokio::task::block_in_place(|| read_all(target, topic, "read_uncommitted"));
+            let per_partition = |records: &[ReadRecord]| {
+                let mut counts: BTreeMap<i32, (usize, i64)> = BTreeMap::new();
+                for r in records {
+                    let entry = counts.entry(r.partition).or_default();
+                    entry.0 += 1;
+                    entry.1 = entry.1.max(r.offset);
+                }
+                counts
+            };
+            let committed: BTreeSet<(i32, i64)> = read.iter().map(|r| (r.partition, r.offset)).collect();
+            let uncommitted_only: Vec<(i32, i64, &str)> = written
+                .iter()
+                .filter(|r| !committed.contains(&(r.partition, r.offset)))
+                .map(|r| (r.partition, r.offset, r.key.as_str()))
+                .collect();
+            panic!(
+                "{what}: {} of {n} records committed in the target (per partition, count and last offset: {:?}; \
+                 read uncommitted: {:?}); written but not committed ({}): {:?}; worker log:\n{}",
+                read.len(),
+                per_partition(&read),
+                per_partition(&written),
+                uncommitted_only.len(),
+                &uncommitted_only[..uncommitted_only.len().min(60)],
+                log_tail(log)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Every key exactly once, and per partition in the source's order.
+fn assert_exactly_once_in_order(read: &[ReadRecord], expected: &BTreeMap<i32, Vec<String>>, what: &str) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in read {
+        *seen.entry(&r.key).or_default() += 1;
+    }
+    let total: usize = expected.values().map(Vec::len).sum();
+    let duplicated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    let missing: Vec<&String> =
+        expected.values().flatten().filter(|k| !seen.contains_key(k.as_str())).take(5).collect();
+    assert!(
+        duplicated.is_empty() && missing.is_empty() && read.len() == total,
+        "{what}: {} read for {total} produced; duplicated {duplicated:?}, missing {missing:?}",
+        read.len()
+    );
+    for (partition, keys) in expected {
+        let got: Vec<&str> = read.iter().filter(|r| r.partition == *partition).map(|r| r.key.as_str()).collect();
+        let want: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(got, want, "{what}: partition {partition} out of the source's order");
+    }
+}
+
+/// The end of a worker's log, for a failure's message (the whole log is
+/// kept in the system's temp directory).
+fn log_tail(path: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let kept = std::env::temp_dir().join(format!("spillway-mirror-test-{}.log", unique("worker")));
+    std::fs::write(&kept, &log).ok();
+    println!("the worker's whole log: {}", kept.display());
+    let lines: Vec<&str> =
+        log.lines().filter(|l| !l.contains("plugin installed") && !l.contains("compiled plugin")).collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+async fn task_states(worker: &Worker, name: &str) -> Value {
+    reqwest::get(format!("{}/connectors/{name}/status", worker.url)).await.unwrap().json().await.unwrap()
+}
+
+/// Exactly-once across a SIGKILL in the middle of a transaction: the
+/// target ends with each record once, in the source's order per partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exactly_once_survives_a_worker_killed_mid_transaction() {
+    let source = Noida::start_or_env("SOURCE");
+    let target = Noida::start_or_env("TARGET");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("eos");
+    source.create_topic(&topic, PARTITIONS).await;
+    let mirrored = format!("src.{topic}");
+
+    let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker-1.log").await;
+    let config = mirror_config(&topic, &target.bootstrap, true);
+    worker.send(reqwest::Method::POST, "/connectors", json!({"name": "eos", "config": config})).await;
+    worker.wait_running("eos", 2).await;
+    let status = task_states(&worker, "eos").await;
+    assert!(status["tasks"].as_array().unwrap().iter().all(|t| t["guarantee"] == "exactly_once"), "{status}");
+
+    // A steady stream: a transaction commits about once a second, so one is
+    // open nearly all the time. Kill in the middle of the stream.
+    let streaming = {
+        let (bootstrap, topic) = (source.bootstrap.clone(), topic.clone());
+        tokio::spawn(async move {
+            let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+            for chunk in 0..60 {
+                for (partition, keys) in produce_keyed(&bootstrap, &topic, &topic, chunk * 100..(chunk + 1) * 100).await
+                {
+                    expected.entry(partition).or_default().extend(keys);
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            expected
+        })
+    };
+    // The mirror commits as soon as it is idle, so at any instant the
+    // target may hold no open transaction. Freeze the worker, look, and
+    // kill only a worker caught with records written but not committed.
+    let deadline = Instant::now() + PATIENCE;
+    let (committed, written) = loop {
+        assert!(
+            Instant::now() < deadline,
+            "never caught the mirror inside a transaction; worker log:\n{}",
+            log_tail(&dir.path().join("worker-1.log"))
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        worker.freeze(true);
+        // An EndTxn already on the wire lands while we wait.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let committed = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed")).len();
+        let written = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_uncommitted")).len();
+        if written > 1500 && written > committed {
+            break (committed, written);
+        }
+        worker.freeze(false);
+    };
+    worker.kill();
+    println!("killed with {committed} records committed and {written} written in the target");
+    let after = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed")).len();
+    assert_eq!(after, committed, "a transaction committed after the worker was frozen");
+    let expected = streaming.await.unwrap();
+
+    let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker-2.log").await;
+    if source.is_ours() {
+        // noida-db never evicts a dead group leader (the killed worker's
+        // member): the source group stays in a rebalance for good. A fresh
+        // source group has no offsets at all, so the restarted tasks can
+        // only resume from the offsets kept in the target (a real Kafka
+        // evicts the dead members after session.timeout.ms).
+        let mut config = config.clone();
+        config["consumer.override.group.id"] = json!("eos-after-the-kill");
+        worker.send(reqwest::Method::PUT, "/connectors/eos/config", config).await;
+    }
+    worker.wait_running("eos", 2).await;
+    let total: usize = expected.values().map(Vec::len).sum();
+    wait_committed(&target.bootstrap, &mirrored, total, "after the restart", &dir.path().join("worker-2.log")).await;
+    // Anything extra would show up now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
+    assert_exactly_once_in_order(&read, &expected, "exactly-once after SIGKILL");
+
+    // Keys, values (null included), headers and timestamps byte for byte.
+    let first = read.iter().find(|r| r.key == format!("{topic}-0")).unwrap();
+    assert_eq!(first.value, None, "a null value stays null");
+    assert_eq!(first.headers, vec![("h".into(), Some(first.key.as_bytes().to_vec())), ("nil".into(), None)]);
+    let second_ts = read.iter().find(|r| r.key == format!("{topic}-1")).unwrap().timestamp.unwrap();
+    assert_eq!(first.timestamp, Some(second_ts - 1), "timestamps are copied");
+    let second = read.iter().find(|r| r.key == format!("{topic}-1")).unwrap();
+    assert_eq!(second.value.as_deref(), Some(format!("value of {topic}-1").as_bytes()));
+    assert_eq!(second.partition, 1, "the source partition is kept");
+    // The offsets live in the target cluster, under the connector's group.
+    let aborted = worker.metric("spillway_transactions_aborted_total").await;
+    println!("transactions aborted after the restart: {aborted:?}");
+}
+
+/// A second instance of the same task (another worker with the same
+/// connector) fences the first: the stale task fails, saying why, and the
+/// target still holds each record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_duplicated_task_is_fenced_and_never_writes_twice() {
+    let source = Noida::start_or_env("SOURCE");
+    let target = Noida::start_or_env("TARGET");
+    let topic = unique("fence");
+    source.create_topic(&topic, PARTITIONS).await;
+    let mirrored = format!("src.{topic}");
+    let mut config = mirror_config(&topic, &target.bootstrap, true);
+    config["tasks.max"] = json!("1");
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+
+    let first = Worker::start(&source.bootstrap, dirs.0.path(), "text", "worker.log").await;
+    first.send(reqwest::Method::POST, "/connectors", json!({"name": "fence", "config": config})).await;
+    first.wait_running("fence", 1).await;
+    let mut expected = produce_keyed(&source.bootstrap, &topic, &topic, 0..600).await;
+    wait_committed(&target.bootstrap, &mirrored, 600, "before the duplicate", &dirs.0.path().join("worker.log")).await;
+
+    // The same connector on a second worker: its task 0 takes the same
+    // transactional id.
+    let second = Worker::start(&source.bootstrap, dirs.1.path(), "text", "worker.log").await;
+    second.send(reqwest::Method::POST, "/connectors", json!({"name": "fence", "config": config})).await;
+    second.wait_running("fence", 1).await;
+    for (partition, keys) in produce_keyed(&source.bootstrap, &topic, &topic, 600..1200).await {
+        expected.entry(partition).or_default().extend(keys);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let trace = loop {
+        let status = task_states(&first, "fence").await;
+        let task = &status["tasks"][0];
+        if task["state"] == "FAILED" {
+            break task["trace"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(Instant::now() < deadline, "the stale task was never fenced: {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(trace.contains("fenced"), "the stale task's trace does not say it was fenced: {trace}");
+    wait_committed(&target.bootstrap, &mirrored, 1200, "after fencing", &dirs.1.path().join("worker.log")).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
+    assert_exactly_once_in_order(&read, &expected, "two instances of one task");
+}
+
+/// The target cluster goes away mid-stream and comes back: the tasks
+/// retry, and the target ends with each record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "noida-db 0.2.3 loses commits: killed right after acknowledging one (its records already read as \
+            committed), it comes back with that transaction aborted in most runs; the test says so when it happens"]
+async fn a_target_that_goes_down_and_comes_back_loses_nothing() {
+    let source = Noida::start_or_env("SOURCE");
+    let mut target = Noida::start_or_env("TARGET");
+    if !target.is_ours() {
+        println!("skipped: the target cluster is not one this test can stop");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("down");
+    source.create_topic(&topic, PARTITIONS).await;
+    let mirrored = format!("src.{topic}");
+    let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker.log").await;
+    let mut config = mirror_config(&topic, &target.bootstrap, true);
+    // Retries back off exponentially through the outage; capped here so
+    // that recovery, not the back-off, is what the test waits for.
+    config["errors.retry.delay.max.ms"] = json!("3000");
+    worker.send(reqwest::Method::POST, "/connectors", json!({"name": "down", "config": config})).await;
+    worker.wait_running("down", 2).await;
+    // A steady stream, across the outage: records accepted into an open
+    // transaction when the target dies must be written again after it.
+    let streaming = {
+        let (bootstrap, topic) = (source.bootstrap.clone(), topic.clone());
+        tokio::spawn(async move {
+            let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+            for chunk in 0..36 {
+                for (partition, keys) in produce_keyed(&bootstrap, &topic, &topic, chunk * 50..(chunk + 1) * 50).await {
+                    expected.entry(partition).or_default().extend(keys);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            expected
+        })
+    };
+    let before =
+        wait_committed(&target.bootstrap, &mirrored, 300, "before the outage", &dir.path().join("worker.log")).await;
+    target.stop();
+    let expected = streaming.await.unwrap();
+    // Long enough for sends to time out (timeout.ms=5000) and be retried.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    target.restart();
+    // What a read_committed reader saw before the kill must be there again
+    // once the broker is back: a committed transaction stays committed.
+    // (noida-db 0.2.3 loses some: right after the restart they read as
+    // uncommitted, and in about two runs in three they end up aborted.)
+    let committed_before: BTreeSet<String> = before.iter().map(|r| r.key.clone()).collect();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let after = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
+        let still: BTreeSet<&String> = after.iter().map(|r| &r.key).collect();
+        let lost: Vec<&String> = committed_before.iter().filter(|k| !still.contains(k)).collect();
+        if lost.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the target broker lost {} records it had shown as committed before it was killed (first {:?}), \
+             and the host logged no abort of their transaction: a broker fault, not the host's",
+            lost.len(),
+            &lost[..lost.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    wait_committed(&target.bootstrap, &mirrored, 1800, "after the outage", &dir.path().join("worker.log")).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
+    assert_exactly_once_in_order(&read, &expected, "a target down for 15 s");
+    let status = task_states(&worker, "down").await;
+    assert!(status["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "RUNNING"), "{status}");
+    let aborted = worker.metric("spillway_transactions_aborted_total").await;
+    println!("aborted transactions: {aborted:?}");
+    // The outage was seen: sends failed and their transactions aborted.
+    assert!(aborted.iter().sum::<u64>() > 0, "no transaction aborted during a 15 s outage");
+}
+
+/// MirrorMaker 2's failover: a consumer group reads part of a topic in the
+/// source; the mirror translates its committed offsets into the target;
+/// the group resumes there and misses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_group_fails_over_to_the_target_without_losing_records() {
+    let source = Noida::start_or_env("SOURCE");
+    let target = Noida::start_or_env("TARGET");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("failover");
+    source.create_topic(&topic, PARTITIONS).await;
+    let mirrored = format!("src.{topic}");
+    let expected = produce_keyed(&source.bootstrap, &topic, &topic, 0..1500).await;
+    let group = unique("app");
+
+    // The application reads about half of each partition in the source and
+    // commits there.
+    let mut before = Vec::new();
+    {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &source.bootstrap)
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        let mut list = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            list.add_partition_offset(&topic, p, Offset::Beginning).unwrap();
+        }
+        consumer.assign(&list).unwrap();
+        let mut per_partition: BTreeMap<i32, i64> = BTreeMap::new();
+        let deadline = Instant::now() + PATIENCE;
+        while per_partition.values().filter(|n| **n >= 250).count() < PARTITIONS as usize {
+            assert!(Instant::now() < deadline, "the application never read half");
+            let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else { continue };
+            let seen = per_partition.entry(m.partition()).or_default();
+            if *seen >= 250 {
+                continue;
+            }
+            *seen += 1;
+            before.push(String::from_utf8_lossy(m.key().unwrap()).into_owned());
+        }
+        let mut commit = TopicPartitionList::new();
+        for (p, n) in &per_partition {
+            commit.add_partition_offset(&topic, *p, Offset::Offset(*n)).unwrap();
+        }
+        consumer.commit(&commit, CommitMode::Sync).unwrap();
+    }
+
+    let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker.log").await;
+    let mut config = mirror_config(&topic, &target.bootstrap, false);
+    config["emit.checkpoints.interval.seconds"] = json!("1");
+    config["groups"] = json!(group);
+    worker.send(reqwest::Method::POST, "/connectors", json!({"name": "failover", "config": config})).await;
+    worker.wait_running("failover", 2).await;
+    wait_committed(&target.bootstrap, &mirrored, 1500, "mirroring", &dir.path().join("worker.log")).await;
+
+    // The group's offsets appear in the target, translated.
+    let app: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &target.bootstrap)
+        .set("group.id", &group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let translated = loop {
+        let mut list = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            list.add_partition(&mirrored, p);
+        }
+        let committed = app.committed_offsets(list, Duration::from_secs(10)).unwrap();
+        let offsets: Vec<i64> = committed
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .collect();
+        // A checkpoint that ran while mirroring was under way translated by
+        // the syncs written so far; the next ones move the group forward.
+        // Once all is mirrored each partition ends within a batch (below).
+        if offsets.len() == PARTITIONS as usize && offsets.iter().all(|t| (150..=250).contains(t)) {
+            break offsets;
+        }
+        assert!(Instant::now() < deadline, "the group's offsets were never translated within a batch: {offsets:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("translated offsets in the target: {translated:?} (250 read per partition in the source)");
+
+    // Fail over: the application resumes in the target from there.
+    app.subscribe(&[&mirrored]).unwrap();
+    let mut after = Vec::new();
+    let total: usize = expected.values().map(Vec::len).sum();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let union: BTreeSet<&String> = before.iter().chain(&after).collect();
+        if union.len() >= total {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{} of {total} records reached the application", union.len());
+        if let Some(Ok(m)) = app.poll(Duration::from_millis(200)) {
+            after.push(String::from_utf8_lossy(m.key().unwrap()).into_owned());
+        }
+    }
+    let all: Vec<String> = before.iter().chain(&after).cloned().collect();
+    let duplicates =
+        support::assert_none_lost(&all, &expected.values().flatten().cloned().collect::<Vec<_>>(), "failover");
+    println!("failover: {} read in the source, {} in the target, {duplicates} read twice", before.len(), after.len());
+    // As MirrorMaker 2's: exact where a sync sits at the committed offset,
+    // else from the newest sync below it (+1), never past it. The host
+    // writes a sync per partition per send, so a partition re-reads less
+    // than one batch (batch.max.records=100), as awaited above.
+    let translated_total: i64 = translated.iter().sum();
+    assert_eq!(duplicates as i64, 750 - translated_total, "re-read exactly what lies between the sync and the commit");
+}
+
+/// A share group mirrors at least once (share acknowledgements cannot join
+/// a transaction), says so in its status, and refuses exactly-once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_share_group_mirrors_at_least_once_and_says_so() {
+    let broker = Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("share-mirror");
+    let mirrored = format!("src.{topic}");
+    let worker = Worker::start(&broker.bootstrap, dir.path(), "text", "worker.log").await;
+    let mut config = mirror_config(&topic, &broker.bootstrap, true);
+    config["consumer.override.group.protocol"] = json!("share");
+    let refused = reqwest::Client::new()
+        .put(format!("{}/connectors/share-mirror/config", worker.url))
+        .json(&config)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["message"].as_str().unwrap().contains("exactly.once"), "{body}");
+
+    config["plugin.grant.kafka.target.exactly.once"] = json!("false");
+    // The mock lists no groups, so there is nothing to translate; and each
+    // try would open a short-lived client, whose closing connection ends
+    // every share session on the mock (a real broker keeps them).
+    config["emit.checkpoints.enabled"] = json!("false");
+    worker.send(reqwest::Method::PUT, "/connectors/share-mirror/config", config).await;
+    worker.wait_running("share-mirror", 2).await;
+    let status = task_states(&worker, "share-mirror").await;
+    assert!(status["tasks"].as_array().unwrap().iter().all(|t| t["guarantee"] == "at_least_once"), "{status}");
+    // A new share group starts at the latest offset, from its first fetch.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let keys = support::produce(&broker.bootstrap, &topic, 2000).await;
+    let deadline = Instant::now() + PATIENCE;
+    let read = loop {
+        let read = tokio::task::block_in_place(|| read_all(&broker.bootstrap, &mirrored, "read_uncommitted"));
+        let have: BTreeSet<&str> = read.iter().map(|r| r.key.as_str()).collect();
+        if keys.iter().all(|k| have.contains(k.as_str())) {
+            break read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} mirrored; worker log:\n{}",
+            have.len(),
+            keys.len(),
+            log_tail(&dir.path().join("worker.log"))
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let got: Vec<String> = read.into_iter().map(|r| r.key).collect();
+    let duplicates = support::assert_none_lost(&got, &keys, "share group, at least once");
+    // No fault is injected, but the mock ends every share session on a
+    // broker whenever any connection to it closes (the target's clients
+    // are on the same mock), and acknowledgements of an ended session are
+    // lost: those records come again. Counted, not hidden.
+    println!(
+        "share group mirror on {}: {duplicates} duplicates (share sessions the mock ended: {:?})",
+        broker.description,
+        worker.metric("spillway_commit_failures_total").await
+    );
+}
