@@ -1,0 +1,216 @@
+//! A share group's start offsets, seen from outside the group: KIP-932's
+//! DescribeShareGroupOffsets (API key 90), AlterShareGroupOffsets (91) and
+//! DeleteShareGroupOffsets (92), sent to the group's coordinator. They back
+//! Connect's `/connectors/{name}/offsets` for share-group connectors.
+//!
+//! A share-partition's start offset is the first offset the group has not
+//! finished with; it plays the part a committed offset plays in a consumer
+//! group. A partition the group never read has none.
+
+use super::cluster::Cluster;
+use super::connection::Connection;
+use super::error::ShareError;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, GroupId, TopicName,
+};
+use kafka_protocol::protocol::{Request, StrBytes};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+const CLIENT_ID: &str = "spillway-share-offsets";
+
+/// One partition's share-partition start offset.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StartOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShareOffsetsError {
+    #[error(
+        "the broker does not serve {0} (API key {1}), which reading or changing a share group's offsets needs \
+         (Apache Kafka 4.1 or later)"
+    )]
+    Unsupported(&'static str, i16),
+    #[error("share group '{0}' still has members; its offsets change only once every consumer has left it")]
+    GroupNotEmpty(String),
+    /// The broker refused part of the request (an unknown topic or
+    /// partition, an offset out of range, a group that does not exist).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Broker(#[from] ShareError),
+}
+
+/// A connection to one share group's coordinator.
+pub struct ShareGroupOffsets {
+    cluster: Arc<Cluster>,
+    group: String,
+    coordinator: Connection,
+}
+
+impl ShareGroupOffsets {
+    pub async fn connect(bootstrap: &str, group: &str) -> Result<Self, ShareOffsetsError> {
+        let cluster = Cluster::bootstrap(bootstrap, CLIENT_ID, TIMEOUT).await?;
+        let addr = cluster.find_coordinator(group).await?;
+        let coordinator = cluster.connect(&addr).await?;
+        Ok(ShareGroupOffsets { cluster, group: group.to_string(), coordinator })
+    }
+
+    /// The version of `R` to send, or why it cannot be.
+    fn version<R: Request>(&self, name: &'static str) -> Result<i16, ShareOffsetsError> {
+        self.cluster.versions.served::<R>().ok_or(ShareOffsetsError::Unsupported(name, R::KEY))
+    }
+
+    fn group_id(&self) -> GroupId {
+        GroupId(StrBytes::from_string(self.group.clone()))
+    }
+
+    /// Every partition the group has a start offset for, in order; none for a
+    /// group that does not exist.
+    pub async fn describe(&self) -> Result<Vec<StartOffset>, ShareOffsetsError> {
+        let version = self.version::<DescribeShareGroupOffsetsRequest>("DescribeShareGroupOffsets")?;
+        // No topics: all of the group's.
+        let group = DescribeShareGroupOffsetsRequestGroup::default().with_group_id(self.group_id()).with_topics(None);
+        let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]);
+        let reply = self.coordinator.send(&req, version, TIMEOUT).await?;
+        let mut offsets = Vec::new();
+        for group in reply.groups {
+            match ResponseError::try_from_code(group.error_code) {
+                None => {}
+                Some(ResponseError::GroupIdNotFound) => return Ok(Vec::new()),
+                Some(error) => return Err(self.group_error(error, group.error_message, "describing")),
+            }
+            for topic in group.topics {
+                let name = topic.topic_name.0.to_string();
+                for p in topic.partitions {
+                    if let Some(error) = ResponseError::try_from_code(p.error_code) {
+                        return Err(partition_error(&name, p.partition_index, error, p.error_message));
+                    }
+                    // -1: the group has no start offset there yet.
+                    if p.start_offset >= 0 {
+                        offsets.push(StartOffset {
+                            topic: name.clone(),
+                            partition: p.partition_index,
+                            offset: p.start_offset,
+                        });
+                    }
+                }
+            }
+        }
+        offsets.sort();
+        Ok(offsets)
+    }
+
+    /// Moves the given partitions' start offsets. Kafka allows it only while
+    /// the group has no members.
+    pub async fn alter(&self, offsets: &[StartOffset]) -> Result<(), ShareOffsetsError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let version = self.version::<AlterShareGroupOffsetsRequest>("AlterShareGroupOffsets")?;
+        let mut by_topic: BTreeMap<&str, Vec<AlterShareGroupOffsetsRequestPartition>> = BTreeMap::new();
+        for o in offsets {
+            by_topic.entry(&o.topic).or_default().push(
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(o.partition)
+                    .with_start_offset(o.offset),
+            );
+        }
+        let topics = by_topic
+            .into_iter()
+            .map(|(topic, partitions)| {
+                AlterShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(topic_name(topic))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        let req = AlterShareGroupOffsetsRequest::default().with_group_id(self.group_id()).with_topics(topics);
+        let reply = self.coordinator.send(&req, version, TIMEOUT).await?;
+        if let Some(error) = ResponseError::try_from_code(reply.error_code) {
+            return Err(self.group_error(error, reply.error_message, "altering"));
+        }
+        for topic in reply.responses {
+            for p in topic.partitions {
+                if let Some(error) = ResponseError::try_from_code(p.error_code) {
+                    return Err(partition_error(
+                        topic.topic_name.0.as_str(),
+                        p.partition_index,
+                        error,
+                        p.error_message,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the group's start offsets in `topics`: the group then starts
+    /// those topics afresh, at its `share.auto.offset.reset` position.
+    pub async fn delete(&self, topics: &[String]) -> Result<(), ShareOffsetsError> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let version = self.version::<DeleteShareGroupOffsetsRequest>("DeleteShareGroupOffsets")?;
+        let topics = topics
+            .iter()
+            .map(|t| DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(topic_name(t)))
+            .collect();
+        let req = DeleteShareGroupOffsetsRequest::default().with_group_id(self.group_id()).with_topics(topics);
+        let reply = self.coordinator.send(&req, version, TIMEOUT).await?;
+        match ResponseError::try_from_code(reply.error_code) {
+            None => {}
+            // Nothing to delete.
+            Some(ResponseError::GroupIdNotFound) => return Ok(()),
+            Some(error) => return Err(self.group_error(error, reply.error_message, "deleting")),
+        }
+        for topic in reply.responses {
+            if let Some(error) = ResponseError::try_from_code(topic.error_code) {
+                let name = topic.topic_name.0.as_str();
+                return Err(ShareOffsetsError::Refused(with_message(
+                    format!("topic {name}: {error}"),
+                    topic.error_message,
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn group_error(&self, error: ResponseError, message: Option<StrBytes>, doing: &str) -> ShareOffsetsError {
+        match error {
+            ResponseError::NonEmptyGroup => ShareOffsetsError::GroupNotEmpty(self.group.clone()),
+            ResponseError::GroupIdNotFound => {
+                ShareOffsetsError::Refused(format!("share group '{}' does not exist yet", self.group))
+            }
+            _ => ShareOffsetsError::Broker(ShareError::Broker {
+                error,
+                context: with_message(format!("{doing} the offsets of share group '{}'", self.group), message),
+            }),
+        }
+    }
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+fn partition_error(topic: &str, partition: i32, error: ResponseError, message: Option<StrBytes>) -> ShareOffsetsError {
+    ShareOffsetsError::Refused(with_message(format!("partition {topic}-{partition}: {error}"), message))
+}
+
+fn with_message(what: String, message: Option<StrBytes>) -> String {
+    match message {
+        Some(m) if !m.is_empty() => format!("{what} ({})", m.as_str()),
+        _ => what,
+    }
+}
