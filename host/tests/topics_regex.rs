@@ -14,7 +14,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::herder::{start_herder, wait_running};
-use support::{Broker, assert_each_exactly_once, file_sink_keys, produce, produce_to};
+use support::{
+    Broker, assert_each_exactly_once, file_sink_keys, probe_until_every_task_holds_partitions, produce, produce_to,
+};
 
 /// How often the connectors under test look for new matching topics.
 const REFRESH_MS: &str = "500";
@@ -134,8 +136,7 @@ async fn classic_group_reads_the_matching_topics_and_one_created_later() {
     let dir = tempfile::tempdir().unwrap();
     let t = Topics::new();
     let topics = TopicMaker::new(&broker);
-    let matching: Vec<(&String, i32)> = [&t.a, &t.b].into_iter().map(|topic| (topic, topics.create(topic))).collect();
-    for topic in [&t.other, &t.a_longer] {
+    for topic in [&t.a, &t.b, &t.other, &t.a_longer] {
         topics.create(topic);
     }
 
@@ -145,27 +146,11 @@ async fn classic_group_reads_the_matching_topics_and_one_created_later() {
     herder.create("classic".into(), config, None).await.unwrap();
     wait_running(&herder, "classic", 2).await;
 
-    // The counted records come once both tasks hold partitions. Before, the
-    // second task's join rebalances the group, and the mock refuses every
-    // commit while it does (REBALANCE_IN_PROGRESS; Kafka accepts a commit of
-    // the current generation then): what the first task wrote meanwhile
-    // comes again. So probe every partition until both tasks wrote a probe;
-    // probes are left out of the count.
-    let mut probes: BTreeSet<String> = BTreeSet::new();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let wrote_a_probe = |task: &str| file_sink_keys(dir.path(), task).iter().any(|k| probes.contains(k));
-        if wrote_a_probe("classic-0") && wrote_a_probe("classic-1") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the two tasks never both held partitions");
-        for (topic, partitions) in &matching {
-            for partition in 0..*partitions {
-                probes.extend(produce_to(&broker.bootstrap, topic, Some(partition), 1).await);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // The counted records come once both tasks hold partitions.
+    let probes = probe_until_every_task_holds_partitions(&broker.bootstrap, &[&t.a, &t.b], 2, |task| {
+        file_sink_keys(dir.path(), &format!("classic-{task}"))
+    })
+    .await;
     let mut expected = produce(&broker.bootstrap, &t.a, 300).await;
     expected.extend(produce(&broker.bootstrap, &t.b, 300).await);
     produce(&broker.bootstrap, &t.other, 100).await;
@@ -220,8 +205,7 @@ async fn share_group_reads_the_matching_topics_and_one_created_later() {
     let dir = tempfile::tempdir().unwrap();
     let t = Topics::new();
     let topics = TopicMaker::new(&broker);
-    let matching: Vec<(&String, i32)> = [&t.a, &t.b].into_iter().map(|topic| (topic, topics.create(topic))).collect();
-    for topic in [&t.other, &t.a_longer] {
+    for topic in [&t.a, &t.b, &t.other, &t.a_longer] {
         topics.create(topic);
     }
 

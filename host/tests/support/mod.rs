@@ -154,6 +154,37 @@ pub async fn produce_to(bootstrap: &str, topic: &str, partition: Option<i32>, n:
     keys
 }
 
+/// Probes until every task of a classic group holds partitions: a record
+/// into each of `topics` every 500 ms until `written_by(task)` shows a probe
+/// for each of `tasks` tasks; answers the probes, to leave out of a count.
+///
+/// Counted records come after, because a join rebalances the group and
+/// librdkafka's mock refuses every commit while it does
+/// (REBALANCE_IN_PROGRESS; Kafka accepts a commit of the current generation
+/// then): what a task wrote meanwhile comes again.
+pub async fn probe_until_every_task_holds_partitions(
+    bootstrap: &str,
+    topics: &[&str],
+    tasks: u32,
+    written_by: impl Fn(u32) -> Vec<String>,
+) -> std::collections::BTreeSet<String> {
+    let mut probes = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let waiting: Vec<u32> =
+            (0..tasks).filter(|task| !written_by(*task).iter().any(|k| probes.contains(k))).collect();
+        if waiting.is_empty() {
+            return probes;
+        }
+        assert!(Instant::now() < deadline, "tasks {waiting:?} never held a partition of {topics:?}");
+        for topic in topics {
+            // Keyed by sequence, so spread over the partitions.
+            probes.extend(produce(bootstrap, topic, 4).await);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// One record to produce, as a test spells it.
 pub struct Produce {
     pub partition: Option<i32>,
