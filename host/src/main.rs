@@ -282,7 +282,14 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
     }
 
     let topic = config.topics[0].clone();
-    let producer = tokio::spawn(async move { producer.send_samples(&topic, 0, records).await });
+    // The producer comes back from its task and lives until the tasks have
+    // stopped: on librdkafka's mock, the close of any connection ends every
+    // share session on the broker, and records written but not yet
+    // acknowledged would come again.
+    let producer = tokio::spawn(async move {
+        let sent = producer.send_samples(&topic, 0, records).await;
+        (producer, sent)
+    });
 
     let acknowledged = |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.acknowledged()).sum::<u64>();
     let polled =
@@ -317,7 +324,8 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         }
     }
     stop.cancel();
-    let produced = match producer.await? {
+    let (producer, sent) = producer.await?;
+    let produced = match sent {
         Ok(()) => records,
         Err(e) => {
             eprintln!("producing sample records failed: {e}");
@@ -330,6 +338,7 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
             failed.push(format!("task {task_id} failed: {trace}"));
         }
     }
+    drop(producer);
 
     let sum = |f: fn(&TaskMetrics) -> u64| metrics.iter().map(|m| f(m)).sum::<u64>();
     use std::sync::atomic::Ordering::Relaxed;
