@@ -79,6 +79,16 @@ impl Noida {
         }
     }
 
+    /// SIGSTOP (`frozen = true`) or SIGCONT: the broker keeps its sockets
+    /// and its data but answers nothing, as a broker in a long pause or
+    /// behind a partition does; nothing it acknowledged is lost.
+    pub fn freeze(&self, frozen: bool) {
+        let child = self.child.as_ref().expect("a noida of ours, running");
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill").arg(signal).arg(child.id().to_string()).status().unwrap();
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Starts it again on the same port, with the same data.
     pub fn restart(&mut self) {
         self.stop();
