@@ -17,6 +17,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::noida::{Noida, ReadRecord, read_all};
 use support::worker::{PATIENCE, Worker};
@@ -345,16 +347,20 @@ async fn target_outage(outage: Outage) {
     config["errors.retry.delay.max.ms"] = json!("3000");
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "down", "config": config})).await;
     worker.wait_running("down", 2).await;
-    // A steady stream, across the outage: records accepted into an open
-    // transaction when the target dies must be written again after it.
+    // A steady stream from before the outage until after it: records
+    // accepted into an open transaction when the target goes away must be
+    // written again after it, and sends are in flight while it is away.
+    let keep_streaming = Arc::new(AtomicBool::new(true));
     let streaming = {
-        let (bootstrap, topic) = (source.bootstrap.clone(), topic.clone());
+        let (bootstrap, topic, going) = (source.bootstrap.clone(), topic.clone(), keep_streaming.clone());
         tokio::spawn(async move {
             let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-            for chunk in 0..36 {
+            let mut chunk = 0;
+            while going.load(Ordering::Relaxed) {
                 for (partition, keys) in produce_keyed(&bootstrap, &topic, &topic, chunk * 50..(chunk + 1) * 50).await {
                     expected.entry(partition).or_default().extend(keys);
                 }
+                chunk += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             expected
@@ -366,13 +372,16 @@ async fn target_outage(outage: Outage) {
         Outage::Kill => target.stop(),
         Outage::Freeze => target.freeze(true),
     }
-    let expected = streaming.await.unwrap();
     // Long enough for sends to time out (timeout.ms=5000) and be retried.
     tokio::time::sleep(Duration::from_secs(15)).await;
     match outage {
         Outage::Kill => target.restart(),
         Outage::Freeze => target.freeze(false),
     }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    keep_streaming.store(false, Ordering::Relaxed);
+    let expected = streaming.await.unwrap();
+    let total: usize = expected.values().map(Vec::len).sum();
     // What a read_committed reader saw before the kill must be there again
     // once the broker is back: a committed transaction stays committed.
     // (noida-db 0.2.3 loses some: right after the restart they read as
@@ -395,7 +404,7 @@ async fn target_outage(outage: Outage) {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    wait_committed(&target.bootstrap, &mirrored, 1800, "after the outage", &dir.path().join("worker.log")).await;
+    wait_committed(&target.bootstrap, &mirrored, total, "after the outage", &dir.path().join("worker.log")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
     assert_exactly_once_in_order(&read, &expected, &format!("a target away for 15 s ({outage:?})"));
