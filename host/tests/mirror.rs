@@ -413,7 +413,11 @@ async fn target_outage(outage: Outage) {
     let aborted = worker.metric("spillway_transactions_aborted_total").await;
     println!("aborted transactions: {aborted:?}");
     // The outage was seen: sends failed and their transactions aborted.
-    assert!(aborted.iter().sum::<u64>() > 0, "no transaction aborted during a 15 s outage");
+    assert!(
+        aborted.iter().sum::<u64>() > 0,
+        "no transaction aborted during a 15 s outage; worker log:\n{}",
+        log_tail(&dir.path().join("worker.log"))
+    );
 }
 
 /// MirrorMaker 2's failover: a consumer group reads part of a topic in the
