@@ -138,6 +138,15 @@ impl<'a> ConfigReader<'a> {
     }
 }
 
+/// The key table a plugin's README holds between its
+/// `<!-- config-keys:begin -->` and `<!-- config-keys:end -->` lines, which
+/// its tests compare with [`markdown_key_table`]; `None` without them.
+pub fn readme_key_table(readme: &str) -> Option<&str> {
+    let (begin, end) = ("<!-- config-keys:begin -->\n", "<!-- config-keys:end -->");
+    let start = readme.find(begin)? + begin.len();
+    readme.get(start..readme.find(end)?)
+}
+
 /// A Markdown table of the keys, as a plugin's README lists them (its tests
 /// keep the README equal to this).
 pub fn markdown_key_table(keys: &[ConfigKey]) -> String {

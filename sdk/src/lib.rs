@@ -59,7 +59,7 @@ pub mod log;
 pub mod object_store;
 pub mod sql;
 
-pub use config::{Config, ConfigReader, markdown_key_table};
+pub use config::{Config, ConfigReader, markdown_key_table, readme_key_table};
 
 #[doc(hidden)]
 pub mod __private {
