@@ -5,11 +5,15 @@
 # components directly. Where that target cannot be installed (no network to
 # rustup's servers), fall back to Debian's Rust with its std source, build for
 # wasm32-wasip1 with -Zbuild-std, and componentize with the WASI adapter.
+#
+# target/plugins-extra/ gets builds that tests install on purpose: a second
+# version of misbehave (0.2.0), for versioned installs and hot swaps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLUGINS=(noop-sink file-sink misbehave object-sink s3-sink sql-sink mirror)
 OUT=target/plugins
-mkdir -p "$OUT"
+EXTRA=target/plugins-extra
+mkdir -p "$OUT" "$EXTRA"
 pkgs=()
 for p in "${PLUGINS[@]}"; do pkgs+=(-p "$p"); done
 
@@ -28,6 +32,8 @@ if have_wasip2; then
   for p in "${PLUGINS[@]}"; do
     cp "target/wasm32-wasip2/release/${p//-/_}.wasm" "$OUT/$p.wasm"
   done
+  MISBEHAVE_VERSION=0.2.0 CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --target wasm32-wasip2 -p misbehave
+  cp target/wasm32-wasip2/release/misbehave.wasm "$EXTRA/misbehave-0.2.0.wasm"
 else
   echo "wasm32-wasip2 not installable here: using Debian's Rust with -Zbuild-std" >&2
   if [ ! -x /usr/bin/cargo ] || [ ! -d /usr/lib/rustlib/src/rust ] || [ ! -d /usr/lib/wasm32-wasi ]; then
@@ -42,5 +48,9 @@ else
   for p in "${PLUGINS[@]}"; do
     target/release/spillway-componentize "target/wasm32-wasip1/release/${p//-/_}.wasm" "$OUT/$p.wasm"
   done
+  MISBEHAVE_VERSION=0.2.0 CARGO_PROFILE_RELEASE_DEBUG=false RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+    RUSTFLAGS="-L native=/usr/lib/wasm32-wasi" \
+    /usr/bin/cargo build --release --target wasm32-wasip1 -Zbuild-std=std,panic_abort -p misbehave
+  target/release/spillway-componentize target/wasm32-wasip1/release/misbehave.wasm "$EXTRA/misbehave-0.2.0.wasm"
 fi
-ls -l "$OUT"/*.wasm >&2
+ls -l "$OUT"/*.wasm "$EXTRA"/*.wasm >&2

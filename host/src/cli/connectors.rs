@@ -376,6 +376,8 @@ mod tests {
             trace: trace.map(String::from),
             delivery: None,
             guarantee: None,
+            plugin: None,
+            swap: None,
         };
         let status = ConnectorStateInfo {
             name: "c".into(),

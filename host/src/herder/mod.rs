@@ -11,7 +11,7 @@ pub mod types;
 mod validate;
 mod worker;
 
-pub use plugins::PluginRegistry;
+pub use plugins::{PluginRegistry, ScanReport};
 pub use types::*;
 
 use crate::capabilities::op::{OpKey, OpStats};
@@ -71,7 +71,18 @@ pub struct Herder {
     jobs: mpsc::Sender<Job>,
     worker_id: Arc<str>,
     cluster_id: Option<Arc<str>>,
+    /// For the work on plugins that must not hold up the main loop
+    /// (compiling takes seconds).
+    runtime: Runtime,
+    plugin_dir: Arc<PathBuf>,
 }
+
+/// The largest component `PUT /connector-plugins/{name}` takes: a Python
+/// component, which carries CPython, is about 20 MB.
+pub const PLUGIN_UPLOAD_MAX_BYTES: usize = 64 << 20;
+
+/// How often the plugin directory is looked at for changed files.
+const PLUGIN_DIR_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Task metrics with the task they belong to, for `GET /metrics`.
 pub struct TaskMetricsEntry {
@@ -87,9 +98,80 @@ impl Herder {
         let (jobs, receiver) = mpsc::channel::<Job>(64);
         let worker_id: Arc<str> = config.worker_id.clone().into();
         let cluster_id = fetch_cluster_id(&config.bootstrap_servers).await.map(Arc::from);
-        let worker = Worker::start(config, runtime).await?;
+        let plugin_dir = Arc::new(config.plugin_dir.clone());
+        let worker = Worker::start(config, runtime.clone()).await?;
         tokio::spawn(worker.run(receiver));
-        Ok(Herder { jobs, worker_id, cluster_id })
+        let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir };
+        tokio::spawn(herder.clone().watch_plugin_dir());
+        Ok(herder)
+    }
+
+    /// Reloads the plugin directory whenever a file in it changes (name,
+    /// size or modification time), until the herder stops. It holds the
+    /// main loop's queue weakly: the last handle dropped ends the herder.
+    async fn watch_plugin_dir(self) {
+        let Herder { jobs, worker_id, cluster_id, runtime, plugin_dir } = self;
+        let jobs = jobs.downgrade();
+        let mut last = plugins::dir_listing(&plugin_dir);
+        loop {
+            tokio::time::sleep(PLUGIN_DIR_POLL).await;
+            let Some(jobs) = jobs.upgrade() else { return };
+            let herder = Herder {
+                jobs,
+                worker_id: worker_id.clone(),
+                cluster_id: cluster_id.clone(),
+                runtime: runtime.clone(),
+                plugin_dir: plugin_dir.clone(),
+            };
+            let now = plugins::dir_listing(&plugin_dir);
+            if now == last {
+                continue;
+            }
+            // A file still being written changes again: wait for it to settle.
+            tokio::time::sleep(PLUGIN_DIR_POLL / 4).await;
+            if plugins::dir_listing(&plugin_dir) != now {
+                continue;
+            }
+            last = now;
+            match herder.reload_plugins().await {
+                Ok(report) => tracing::info!(?report, "plugin directory changed: reloaded"),
+                Err(HerderError::Internal(_)) => return, // stopped
+                Err(e) => tracing::warn!(error = %e, "reloading the plugin directory failed"),
+            }
+        }
+    }
+
+    /// `POST /connector-plugins/reload`: scans the plugin directory again.
+    pub async fn reload_plugins(&self) -> HerderResult<ScanReport> {
+        let loaded = plugins::load_dir(&self.runtime, &self.plugin_dir).await;
+        self.ask(move |w| Box::pin(async move { Ok(w.plugins.apply(loaded)) })).await
+    }
+
+    /// `PUT /connector-plugins/{name}`: checks an uploaded component (it
+    /// compiles, meets the contract, is the plugin `name` with a semver
+    /// version) and installs it into the plugin directory as
+    /// `<name>-<version>.wasm`.
+    pub async fn install_plugin(&self, name: String, wasm: Vec<u8>) -> HerderResult<(bool, PluginInfo)> {
+        if wasm.len() > PLUGIN_UPLOAD_MAX_BYTES {
+            return Err(HerderError::BadRequest(format!(
+                "the component is {} bytes; the largest upload is {PLUGIN_UPLOAD_MAX_BYTES}",
+                wasm.len()
+            )));
+        }
+        let bytes = wasm.clone();
+        let plugin = self
+            .runtime
+            .load(wasm)
+            .await
+            .map_err(|e| HerderError::BadRequest(format!("the uploaded component was refused: {e:#}")))?;
+        if plugin.metadata.name != name {
+            return Err(HerderError::BadRequest(format!(
+                "the uploaded component is the plugin '{}', not '{name}'",
+                plugin.metadata.name
+            )));
+        }
+        let dir = self.plugin_dir.clone();
+        self.ask(move |w| Box::pin(async move { w.install_plugin(plugin, &dir, &bytes) })).await
     }
 
     pub fn worker_id(&self) -> &str {
@@ -221,8 +303,8 @@ impl Herder {
         self.ask(|w| Box::pin(async move { Ok(w.plugins.infos()) })).await
     }
 
-    pub async fn plugin_config(&self, plugin: String) -> HerderResult<Vec<ConfigKeyInfo>> {
-        self.ask(move |w| Box::pin(async move { w.plugin_config(&plugin) })).await
+    pub async fn plugin_config(&self, plugin: String, version: Option<String>) -> HerderResult<Vec<ConfigKeyInfo>> {
+        self.ask(move |w| Box::pin(async move { w.plugin_config(&plugin, version.as_deref()) })).await
     }
 
     /// `PUT /connector-plugins/{plugin}/config/validate`.

@@ -1,14 +1,38 @@
 //! The installed plugins: every component in the plugin directory, compiled
-//! (or loaded from the cache) once at start-up and known by its name.
+//! (or loaded from the cache) when it is found, and known by its embedded
+//! name and version and by its digest. Several versions of one plugin live
+//! side by side (as KIP-891 allows in Connect); a connector picks one with
+//! `connector.plugin.version` (a semver range) and `connector.plugin.digest`,
+//! else runs the newest.
 
 use super::types::PluginInfo;
 use crate::runtime::{Plugin, Runtime};
+use semver::{Version, VersionReq};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Default)]
 pub struct PluginRegistry {
-    plugins: BTreeMap<String, Plugin>,
+    /// Each name's versions, oldest first.
+    plugins: BTreeMap<String, BTreeMap<Version, Installed>>,
+}
+
+#[derive(Clone)]
+struct Installed {
+    plugin: Plugin,
+    /// The file it was read from.
+    path: PathBuf,
+}
+
+/// What one scan of the plugin directory changed.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ScanReport {
+    /// `name@version` of each plugin installed by this scan.
+    pub installed: Vec<String>,
+    /// `name@version` of each plugin whose file is gone.
+    pub removed: Vec<String>,
+    /// `path: why` of each file that could not be installed.
+    pub refused: Vec<String>,
 }
 
 impl PluginRegistry {
@@ -16,54 +40,199 @@ impl PluginRegistry {
     /// and left out; it does not keep the others from serving.
     pub async fn scan(runtime: &Runtime, dir: &Path) -> Self {
         let mut registry = PluginRegistry::default();
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory");
-                return registry;
-            }
-        };
-        let mut paths: Vec<_> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
-        paths.sort();
-        for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "wasm")) {
-            match runtime.load_file(&path).await {
-                Ok(plugin) => {
-                    tracing::info!(plugin = plugin.metadata.name, version = plugin.metadata.version,
-                        digest = plugin.digest, path = %path.display(), "plugin installed");
-                    registry.insert(plugin);
-                }
-                Err(e) => tracing::error!(path = %path.display(), error = format!("{e:#}"), "plugin not installed"),
-            }
-        }
+        registry.apply(load_dir(runtime, dir).await);
         registry
     }
 
-    pub fn insert(&mut self, plugin: Plugin) {
-        if let Some(old) = self.plugins.insert(plugin.metadata.name.clone(), plugin)
-            && let Some(new) = self.plugins.get(&old.metadata.name)
-        {
-            tracing::warn!(
-                plugin = old.metadata.name,
-                replaced = old.digest,
-                by = new.digest,
-                "two plugins share a name"
-            );
+    /// Brings the registry in step with a fresh load of the plugin
+    /// directory: new and changed files are installed, plugins whose file is
+    /// gone are removed. (Running tasks keep the build they run.)
+    pub fn apply(&mut self, loaded: Option<Vec<Loaded>>) -> ScanReport {
+        let mut report = ScanReport::default();
+        let Some(loaded) = loaded else { return report };
+        let mut seen = Vec::new();
+        for Loaded { path, plugin } in loaded {
+            let installed = plugin.and_then(|plugin| {
+                seen.push(plugin.digest.clone());
+                self.insert(plugin, &path)
+            });
+            match installed {
+                Ok(Some(installed)) => report.installed.push(installed),
+                Ok(None) => {}
+                Err(why) => {
+                    tracing::error!(path = %path.display(), why, "plugin not installed");
+                    report.refused.push(format!("{}: {why}", path.display()));
+                }
+            }
         }
+        for versions in self.plugins.values_mut() {
+            versions.retain(|version, installed| {
+                let keep = seen.contains(&installed.plugin.digest);
+                if !keep {
+                    let name = format!("{}@{version}", installed.plugin.metadata.name);
+                    tracing::info!(plugin = name, path = %installed.path.display(), "plugin removed: its file is gone");
+                    report.removed.push(name);
+                }
+                keep
+            });
+        }
+        self.plugins.retain(|_, versions| !versions.is_empty());
+        report
     }
 
-    pub fn get(&self, name: &str) -> Option<&Plugin> {
-        self.plugins.get(name)
+    /// Installs `plugin`, read from `path`. `Ok(None)` when it was installed
+    /// already; refused when another file holds the same name and version
+    /// with other bytes, which a digest pin could not tell apart by version.
+    pub fn insert(&mut self, plugin: Plugin, path: &Path) -> Result<Option<String>, String> {
+        let version = plugin_version(&plugin)?;
+        let name = plugin.metadata.name.clone();
+        let versions = self.plugins.entry(name.clone()).or_default();
+        if let Some(existing) = versions.get(&version) {
+            if existing.plugin.digest == plugin.digest {
+                return Ok(None);
+            }
+            // The same file rewritten (a rebuild, an upload) replaces itself.
+            if existing.path != path {
+                return Err(format!(
+                    "{name} {version} is installed already from {} with digest {}, and this file's digest is {}: \
+                     give the new build another version",
+                    existing.path.display(),
+                    existing.plugin.digest,
+                    plugin.digest
+                ));
+            }
+        }
+        tracing::info!(plugin = name, %version, digest = plugin.digest, path = %path.display(), "plugin installed");
+        versions.insert(version.clone(), Installed { plugin, path: path.to_path_buf() });
+        Ok(Some(format!("{name}@{version}")))
     }
 
+    /// The plugin a connector runs: the newest version of `name` that the
+    /// range `version` admits and, with `digest`, whose digest it is. The
+    /// error says what is installed instead.
+    pub fn resolve(&self, name: &str, version: Option<&VersionReq>, digest: Option<&str>) -> Result<&Plugin, Refusal> {
+        let versions = self.plugins.get(name).ok_or_else(|| Refusal {
+            key: "connector.class",
+            message: format!("Failed to find any installed plugin named '{name}'"),
+        })?;
+        let installed = || versions.keys().map(Version::to_string).collect::<Vec<_>>().join(", ");
+        let mut matching = versions.iter().rev().filter(|(v, _)| version.is_none_or(|req| req.matches(v))).peekable();
+        if matching.peek().is_none() {
+            return Err(Refusal {
+                key: "connector.plugin.version",
+                message: format!(
+                    "no installed version of plugin '{name}' matches '{}'; installed: {}",
+                    version.map(ToString::to_string).unwrap_or_default(),
+                    installed()
+                ),
+            });
+        }
+        let Some(digest) = digest else { return Ok(&matching.next().expect("peeked").1.plugin) };
+        let mut candidates = Vec::new();
+        for (v, installed) in matching {
+            if installed.plugin.digest == digest {
+                return Ok(&installed.plugin);
+            }
+            candidates.push(format!("{v} ({})", installed.plugin.digest));
+        }
+        Err(Refusal {
+            key: "connector.plugin.digest",
+            message: format!(
+                "no installed file of plugin '{name}' has digest {digest} (a file that was changed, or another \
+                 build); installed: {}",
+                candidates.join(", ")
+            ),
+        })
+    }
+
+    /// The installed build of `name` at exactly `version`.
+    pub fn exact(&self, name: &str, version: &str) -> Option<&Plugin> {
+        let version = Version::parse(version).ok()?;
+        self.plugins.get(name)?.get(&version).map(|i| &i.plugin)
+    }
+
+    /// One entry per installed version, as KIP-891 lists them.
     pub fn infos(&self) -> Vec<PluginInfo> {
         self.plugins
             .values()
-            .map(|p| PluginInfo {
-                class: p.metadata.name.clone(),
-                kind: "sink".into(),
-                version: p.metadata.version.clone(),
-                digest: p.digest.clone(),
-            })
+            .flat_map(|versions| versions.values())
+            .map(|installed| plugin_info(&installed.plugin))
             .collect()
     }
+}
+
+pub fn plugin_info(p: &Plugin) -> PluginInfo {
+    PluginInfo {
+        class: p.metadata.name.clone(),
+        kind: "sink".into(),
+        version: p.metadata.version.clone(),
+        digest: p.digest.clone(),
+    }
+}
+
+/// Why a connector config's plugin cannot be used, and the key to blame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub key: &'static str,
+    pub message: String,
+}
+
+/// A plugin's embedded version, which must be semver for ranges to pick it.
+fn plugin_version(plugin: &Plugin) -> Result<Version, String> {
+    Version::parse(&plugin.metadata.version).map_err(|e| {
+        format!(
+            "plugin {} declares version '{}', which is not semver: {e}",
+            plugin.metadata.name, plugin.metadata.version
+        )
+    })
+}
+
+/// One file of the plugin directory, compiled, or why it could not be.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub plugin: Result<Plugin, String>,
+}
+
+/// Reads and compiles (or finds in the cache) every `*.wasm` in `dir`,
+/// off the herder's loop: compiling takes seconds. `None` if the directory
+/// cannot be read, which changes nothing.
+pub async fn load_dir(runtime: &Runtime, dir: &Path) -> Option<Vec<Loaded>> {
+    let paths = match wasm_files(dir) {
+        Ok(paths) => paths,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory");
+            return None;
+        }
+    };
+    let mut loaded = Vec::with_capacity(paths.len());
+    for path in paths {
+        let plugin = runtime.load_file(&path).await.map_err(|e| format!("{e:#}"));
+        loaded.push(Loaded { path, plugin });
+    }
+    Some(loaded)
+}
+
+/// What the plugin directory holds, cheaply: each file's name, size and
+/// modification time, for the watcher to see a change without reading files.
+pub fn dir_listing(dir: &Path) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
+    let mut listing: Vec<_> = wasm_files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| {
+            let meta = std::fs::metadata(&path).ok();
+            let (len, modified) = meta.map_or((0, None), |m| (m.len(), m.modified().ok()));
+            (path, len, modified)
+        })
+        .collect();
+    listing.sort();
+    listing
+}
+
+fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm") && p.is_file())
+        .collect();
+    paths.sort();
+    Ok(paths)
 }

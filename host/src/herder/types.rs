@@ -70,6 +70,47 @@ pub struct TaskState {
     /// kafka grant) or `at_least_once`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarantee: Option<DeliveryGuarantee>,
+    /// Spillway's own: the plugin build the task runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<TaskPlugin>,
+    /// Spillway's own: the task's last hot swap of its plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapReport>,
+}
+
+/// Which build of its plugin a task runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskPlugin {
+    pub version: String,
+    pub digest: String,
+}
+
+/// A task's move to another build of its plugin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwapReport {
+    pub from: TaskPlugin,
+    pub to: TaskPlugin,
+    pub outcome: SwapOutcome,
+    /// Swapped: how long no record was put (the drain of the old instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_micros: Option<u64>,
+    /// Swapped: held records the old build could not flush, put again to
+    /// the new one (written twice, perhaps; never lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_put_again: Option<u64>,
+    /// Rolled back: why the new build could not start; the task runs `from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwapOutcome {
+    /// The new build is being instantiated and started; the task runs on.
+    Preparing,
+    Swapped,
+    /// The new build failed to start: the task kept running the old one.
+    RolledBack,
 }
 
 /// A share-group task's delivery rules and what they cost so far.

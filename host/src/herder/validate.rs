@@ -3,6 +3,7 @@
 //! first, then the plugin's declared keys (required, types), then the
 //! plugin's own `validate`.
 
+use super::plugins::Refusal;
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
 use crate::config::KeyDef;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
@@ -66,12 +67,13 @@ fn key_info(key: &ConfigKey, order: i32) -> ConfigKeyInfo {
     }
 }
 
-/// Validates `config` for `plugin`; `None` for a plugin that is not
-/// installed (connector.class then carries the error).
+/// Validates `config` for `plugin`, the build its config picks; a plugin
+/// that is not installed, or no build that the config admits, is an error on
+/// the key to blame.
 pub async fn validate(
     runtime: &Runtime,
     plugin_name: &str,
-    plugin: Option<&Plugin>,
+    plugin: Result<&Plugin, Refusal>,
     config: &ConfigMap,
     defaults: &WorkerDefaults,
 ) -> ConfigInfos {
@@ -87,11 +89,8 @@ pub async fn validate(
     };
     let mut keys = host_key_infos();
     match plugin {
-        None => errors
-            .entry("connector.class".into())
-            .or_default()
-            .push(format!("Failed to find any installed plugin named '{plugin_name}'")),
-        Some(plugin) => {
+        Err(Refusal { key, message }) => errors.entry(key.into()).or_default().push(message),
+        Ok(plugin) => {
             for key in &plugin.metadata.config {
                 if let Some(message) = check_value(key, config.get(&key.name)) {
                     errors.entry(key.name.clone()).or_default().push(message);

@@ -2,14 +2,14 @@
 //! connectors and tasks; the [`super::Herder`] handle sends it jobs.
 
 use super::offsets::{OffsetsChange, OffsetsTarget};
-use super::plugins::PluginRegistry;
+use super::plugins::{PluginRegistry, Refusal, plugin_info};
 use super::store::{RestartRequest, StateStore, StoredConnector, StoredState};
 use super::types::*;
 use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::runtime::Runtime;
-use crate::task::{self, ActiveTopics, ConnectorConfig, GroupProtocol, TaskExit, TaskMetrics, TaskSpec};
+use crate::runtime::{Plugin, Runtime};
+use crate::task::{self, ActiveTopics, ConnectorConfig, GroupProtocol, Swap, TaskExit, TaskMetrics, TaskSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +41,9 @@ struct ConnectorRuntime {
     /// `None` while the config is invalid or its plugin is missing: the
     /// connector is then FAILED and runs no tasks.
     config: Option<Arc<ConnectorConfig>>,
+    /// The build of the plugin its config picks, resolved with `config`;
+    /// tasks started from now on run it.
+    plugin: Option<Plugin>,
     target: TargetState,
     state: State,
     trace: Option<String>,
@@ -59,6 +62,11 @@ struct TaskRuntime {
     stop: CancellationToken,
     handle: Option<JoinHandle<()>>,
     metrics: Arc<TaskMetrics>,
+    /// The build this run of the task runs, as its last swap left it.
+    plugin: Option<TaskPlugin>,
+    swap: Option<SwapReport>,
+    /// Where new instances go for a hot swap, while the task runs.
+    swaps: Option<mpsc::Sender<Swap>>,
 }
 
 impl TaskRuntime {
@@ -71,13 +79,34 @@ impl TaskRuntime {
             stop: CancellationToken::new(),
             handle: None,
             metrics: Arc::default(),
+            plugin: None,
+            swap: None,
+            swaps: None,
         }
     }
 }
 
 enum TaskEvent {
-    Started { connector: String, task: u32, generation: u64 },
-    Exited { connector: String, task: u32, generation: u64, exit: TaskExit },
+    /// With where to send the task a new instance for a hot swap.
+    Started {
+        connector: String,
+        task: u32,
+        generation: u64,
+        swaps: mpsc::Sender<Swap>,
+    },
+    Exited {
+        connector: String,
+        task: u32,
+        generation: u64,
+        exit: TaskExit,
+    },
+    /// A hot swap moved on: the report, and the build the task now runs.
+    Swap {
+        connector: String,
+        task: u32,
+        generation: u64,
+        report: SwapReport,
+    },
 }
 
 /// Which instances a restart request targets, decided when it was accepted.
@@ -123,6 +152,7 @@ impl Worker {
                 ConnectorRuntime {
                     raw: connector.config,
                     config: None,
+                    plugin: None,
                     target: connector.target_state,
                     state: State::Unassigned,
                     trace: None,
@@ -179,7 +209,7 @@ impl Worker {
             return Err(HerderError::Conflict(format!("Connector {name} already exists")));
         }
         config.insert("name".into(), name.clone());
-        self.check_config(&config).await?;
+        self.check_config(&config, None).await?;
         let target = initial_state.unwrap_or(TargetState::Started);
         self.stored.connectors.insert(name.clone(), StoredConnector { config: config.clone(), target_state: target });
         self.save()?;
@@ -188,6 +218,7 @@ impl Worker {
             ConnectorRuntime {
                 raw: config,
                 config: None,
+                plugin: None,
                 target,
                 state: State::Unassigned,
                 trace: None,
@@ -211,7 +242,8 @@ impl Worker {
             )));
         }
         config.insert("name".into(), name.clone());
-        self.check_config(&config).await?;
+        let previous = self.connectors.get(&name).map(|c| c.raw.clone());
+        self.check_config(&config, previous.as_ref()).await?;
         let stored = self.stored.connectors.get_mut(&name).expect("stored with the connector");
         stored.config = config.clone();
         self.save()?;
@@ -235,13 +267,23 @@ impl Worker {
     }
 
     /// Refuses a config with any validation error, listing them all, and a
-    /// share group that would take an existing consumer group's id.
-    async fn check_config(&self, config: &ConfigMap) -> HerderResult<()> {
+    /// share group that would take an existing consumer group's id (checked
+    /// unless `previous`, the config it replaces, had the same group).
+    async fn check_config(&self, config: &ConfigMap, previous: Option<&ConfigMap>) -> HerderResult<()> {
         let plugin_name = config.get("connector.class").cloned().unwrap_or_default();
         let infos = self.validate(plugin_name, config.clone()).await?;
         if infos.error_count == 0 {
             for warning in &infos.warnings {
                 tracing::warn!(connector = config.get("name").map(String::as_str).unwrap_or(""), "{warning}");
+            }
+            let group = |c: &ConfigMap| {
+                ConnectorConfig::parse(c, &self.config.defaults).ok().map(|c| (c.group_protocol, c.group_id))
+            };
+            if previous.is_some_and(|previous| group(previous).is_some_and(|g| Some(g) == group(config))) {
+                // Checked when it was set; asking again costs a connection,
+                // and librdkafka's mock ends every share session on a broker
+                // when any connection to it closes.
+                return Ok(());
             }
             return self.check_share_group_id(config).await;
         }
@@ -292,6 +334,9 @@ impl Worker {
     /// A changed config: when only `tasks.max` changed, tasks are added or
     /// removed and the others keep running; otherwise every task restarts.
     async fn reconfigure(&mut self, name: &str, config: ConfigMap) {
+        if self.hot_swap(name, &config) {
+            return;
+        }
         let connector = self.connectors.get_mut(name).expect("checked by the caller");
         let only_tasks_max = {
             let mut old = connector.raw.clone();
@@ -319,6 +364,69 @@ impl Worker {
         let all: Vec<u32> = connector.tasks.keys().copied().collect();
         self.stop_tasks(name, &all, None).await;
         self.start_connector(name);
+    }
+
+    /// When the new config differs from the running one only in the build
+    /// of the plugin it picks, and every task runs: each task gets a started
+    /// instance of the new build and swaps to it between two batches, its
+    /// consumer untouched. False when the change needs a restart instead.
+    fn hot_swap(&mut self, name: &str, config: &ConfigMap) -> bool {
+        let connector = self.connectors.get_mut(name).expect("checked by the caller");
+        let without_selection = |c: &ConfigMap| {
+            let mut c = c.clone();
+            c.retain(|k, _| !PLUGIN_SELECTION.contains(&k.as_str()));
+            c
+        };
+        if without_selection(&connector.raw) != without_selection(config) || connector.target != TargetState::Started {
+            return false;
+        }
+        let Some(running) = connector.config.as_ref() else { return false };
+        if running.grants.kafka.values().any(|g| g.exactly_once) {
+            // Its transactional producer belongs to the instance: a second
+            // instance would fence the first in the middle of a transaction.
+            tracing::info!(connector = name, "exactly-once: the tasks restart on the new plugin build");
+            return false;
+        }
+        if connector.tasks.values().any(|t| t.state != State::Running || t.swaps.is_none()) {
+            return false;
+        }
+        let Ok(parsed) = ConnectorConfig::parse(config, &self.config.defaults) else { return false };
+        let resolved =
+            self.plugins.resolve(&parsed.plugin, parsed.plugin_version.as_ref(), parsed.plugin_digest.as_deref());
+        let Ok(plugin) = resolved.cloned() else { return false };
+        let parsed = Arc::new(parsed);
+        connector.raw = config.clone();
+        connector.config = Some(parsed.clone());
+        connector.plugin = Some(plugin.clone());
+        let to = TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() };
+        for (id, task) in connector.tasks.iter_mut() {
+            let (Some(from), Some(swaps)) = (task.plugin.clone(), task.swaps.clone()) else { continue };
+            if from.digest == to.digest {
+                continue;
+            }
+            let report = SwapReport {
+                from,
+                to: to.clone(),
+                outcome: SwapOutcome::Preparing,
+                pause_micros: None,
+                records_put_again: None,
+                error: None,
+            };
+            task.swap = Some(report.clone());
+            let prepare = PrepareSwap {
+                runtime: self.runtime.clone(),
+                plugin: plugin.clone(),
+                config: parsed.clone(),
+                task: *id,
+                generation: task.generation,
+                bootstrap_servers: self.config.bootstrap_servers.clone(),
+                events: self.events.clone(),
+                report,
+            };
+            let span = tracing::info_span!("task", connector = %name, task = *id);
+            tokio::spawn(tracing::Instrument::instrument(prepare.run(swaps), span));
+        }
+        true
     }
 
     pub async fn delete(&mut self, name: String) -> HerderResult<()> {
@@ -361,13 +469,17 @@ impl Worker {
             let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
             format!("invalid configuration: {}", lines.join("; "))
         });
-        let checked = parsed.and_then(|config| match self.plugins.get(&config.plugin) {
-            Some(_) => Ok(config),
-            None => Err(format!("no installed plugin is named '{}'", config.plugin)),
+        let checked = parsed.and_then(|config| {
+            match self.plugins.resolve(&config.plugin, config.plugin_version.as_ref(), config.plugin_digest.as_deref())
+            {
+                Ok(plugin) => Ok((config, plugin.clone())),
+                Err(Refusal { key, message }) => Err(format!("{key}: {message}")),
+            }
         });
         match checked {
-            Ok(config) => {
+            Ok((config, plugin)) => {
                 connector.config = Some(Arc::new(config));
+                connector.plugin = Some(plugin);
                 connector.trace = None;
                 connector.state = match connector.target {
                     TargetState::Started => State::Running,
@@ -378,6 +490,7 @@ impl Worker {
             Err(trace) => {
                 tracing::error!(connector = name, trace, "connector failed");
                 connector.config = None;
+                connector.plugin = None;
                 connector.state = State::Failed;
                 connector.trace = Some(trace);
             }
@@ -389,9 +502,10 @@ impl Worker {
         self.next_generation += 1;
         let Some(connector) = self.connectors.get_mut(name) else { return };
         let Some(config) = connector.config.clone() else { return };
-        let Some(plugin) = self.plugins.get(&config.plugin).cloned() else { return };
+        let Some(plugin) = connector.plugin.clone() else { return };
         let metrics = Arc::new(TaskMetrics { active_topics: connector.active_topics.clone(), ..Default::default() });
         let stop = CancellationToken::new();
+        let running = TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() };
         let spec = TaskSpec {
             task_id,
             config,
@@ -411,6 +525,7 @@ impl Worker {
                             connector: connector_name.clone(),
                             task: task_id,
                             generation,
+                            swaps: task_loop.swap_sender(),
                         });
                         task_loop.run(task_stop).await
                     }
@@ -425,9 +540,20 @@ impl Worker {
             Some(t) if t.state == State::Restarting => State::Restarting,
             _ => State::Unassigned,
         };
-        connector
-            .tasks
-            .insert(task_id, TaskRuntime { state, trace: None, generation, stop, handle: Some(handle), metrics });
+        connector.tasks.insert(
+            task_id,
+            TaskRuntime {
+                state,
+                trace: None,
+                generation,
+                stop,
+                handle: Some(handle),
+                metrics,
+                plugin: Some(running),
+                swap: None,
+                swaps: None,
+            },
+        );
     }
 
     /// Stops tasks and waits for them to hand back their records. They stay
@@ -461,15 +587,17 @@ impl Worker {
 
     fn on_event(&mut self, event: TaskEvent) {
         let (name, id, generation) = match &event {
-            TaskEvent::Started { connector, task, generation }
-            | TaskEvent::Exited { connector, task, generation, .. } => (connector.clone(), *task, *generation),
+            TaskEvent::Started { connector, task, generation, .. }
+            | TaskEvent::Exited { connector, task, generation, .. }
+            | TaskEvent::Swap { connector, task, generation, .. } => (connector.clone(), *task, *generation),
         };
         let Some(connector) = self.connectors.get_mut(&name) else { return };
         let topics: Vec<String> = connector.config.as_ref().map(|c| c.topics.clone()).unwrap_or_default();
         let Some(task) = connector.tasks.get_mut(&id).filter(|t| t.generation == generation) else { return };
         match event {
-            TaskEvent::Started { .. } => {
+            TaskEvent::Started { swaps, .. } => {
                 task.state = State::Running;
+                task.swaps = Some(swaps);
                 connector.active_topics.lock().unwrap().extend(topics);
             }
             TaskEvent::Exited { exit: TaskExit::Failed(trace), .. } => {
@@ -477,10 +605,26 @@ impl Worker {
                 task.state = State::Failed;
                 task.trace = Some(trace);
                 task.handle = None;
+                task.swaps = None;
             }
             TaskEvent::Exited { exit: TaskExit::Stopped, .. } => {
                 task.state = State::Unassigned;
                 task.handle = None;
+                task.swaps = None;
+            }
+            TaskEvent::Swap { report, .. } => {
+                match report.outcome {
+                    SwapOutcome::Swapped => task.plugin = Some(report.to.clone()),
+                    SwapOutcome::RolledBack => tracing::error!(
+                        connector = name,
+                        task = id,
+                        to = report.to.version,
+                        error = report.error.as_deref().unwrap_or(""),
+                        "plugin swap rolled back: the task runs its old build"
+                    ),
+                    SwapOutcome::Preparing => {}
+                }
+                task.swap = Some(report);
             }
         }
     }
@@ -632,6 +776,8 @@ impl Worker {
                         records_archived: t.metrics.archived.load(std::sync::atomic::Ordering::Relaxed),
                     }),
                     guarantee: t.metrics.delivery_guarantee.get().copied(),
+                    plugin: t.plugin.clone(),
+                    swap: t.swap.clone(),
                 })
                 .collect(),
             kind: "sink".into(),
@@ -684,16 +830,62 @@ impl Worker {
             .collect()
     }
 
-    pub fn plugin_config(&self, plugin: &str) -> HerderResult<Vec<ConfigKeyInfo>> {
-        let plugin =
-            self.plugins.get(plugin).ok_or_else(|| HerderError::NotFound(format!("Unknown plugin {plugin}")))?;
+    /// `GET /connector-plugins/{plugin}/config`, of the newest version that
+    /// the range `version` admits (KIP-891's `?version=`).
+    pub fn plugin_config(&self, plugin: &str, version: Option<&str>) -> HerderResult<Vec<ConfigKeyInfo>> {
+        let range = match version.map(str::trim).filter(|v| !v.is_empty()) {
+            Some(v) => Some(
+                semver::VersionReq::parse(v)
+                    .map_err(|e| HerderError::BadRequest(format!("Invalid version '{v}': not a semver range: {e}")))?,
+            ),
+            None => None,
+        };
+        let plugin = self.plugins.resolve(plugin, range.as_ref(), None).map_err(|refusal| match refusal.key {
+            "connector.class" => HerderError::NotFound(format!("Unknown plugin {plugin}")),
+            _ => HerderError::NotFound(refusal.message),
+        })?;
         let mut keys = validate::host_key_infos();
         keys.extend(validate::plugin_key_infos(plugin));
         Ok(keys)
     }
 
+    /// Installs an uploaded, checked plugin as `<name>-<version>.wasm` in
+    /// `dir`. A version is never rebuilt under the same number: an upload of
+    /// an installed version with other bytes is a conflict.
+    pub fn install_plugin(
+        &mut self,
+        plugin: Plugin,
+        dir: &std::path::Path,
+        wasm: &[u8],
+    ) -> HerderResult<(bool, PluginInfo)> {
+        let (name, version) = (plugin.metadata.name.clone(), plugin.metadata.version.clone());
+        if let Some(installed) = self.plugins.exact(&name, &version) {
+            if installed.digest == plugin.digest {
+                return Ok((false, plugin_info(installed)));
+            }
+            return Err(HerderError::Conflict(format!(
+                "{name} {version} is installed already with digest {}, and the upload's digest is {}: give the new \
+                 build another version",
+                installed.digest, plugin.digest
+            )));
+        }
+        let path = dir.join(format!("{name}-{version}.wasm"));
+        let tmp = dir.join(format!(".{name}-{version}.wasm.uploading"));
+        std::fs::write(&tmp, wasm)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| HerderError::Internal(format!("writing {}: {e}", path.display())))?;
+        let info = plugin_info(&plugin);
+        self.plugins.insert(plugin, &path).map_err(HerderError::BadRequest)?;
+        Ok((true, info))
+    }
+
     pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
-        Ok(validate::validate(&self.runtime, &plugin, self.plugins.get(&plugin), &config, &self.config.defaults).await)
+        // A range or digest the table refuses picks nothing: the newest, and the table's error.
+        let given = |key: &str| config.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let range = given("connector.plugin.version").and_then(|v| semver::VersionReq::parse(v).ok());
+        let digest = given("connector.plugin.digest").map(str::to_ascii_lowercase);
+        let resolved = self.plugins.resolve(&plugin, range.as_ref(), digest.as_deref());
+        Ok(validate::validate(&self.runtime, &plugin, resolved, &config, &self.config.defaults).await)
     }
 
     // ---- offsets of connectors (classic and share groups) ----
@@ -742,6 +934,53 @@ impl Worker {
             self.stop_tasks(&name, &tasks, Some(State::Unassigned)).await;
         }
         Ok(())
+    }
+}
+
+/// The keys that pick a build of the connector's plugin.
+const PLUGIN_SELECTION: [&str; 2] = ["connector.plugin.version", "connector.plugin.digest"];
+
+/// A hot swap of one task, prepared off the herder's loop: a started
+/// instance of the new build, handed to the task, whose answer goes back to
+/// the herder as an event.
+struct PrepareSwap {
+    runtime: Runtime,
+    plugin: Plugin,
+    config: Arc<ConnectorConfig>,
+    task: u32,
+    generation: u64,
+    bootstrap_servers: String,
+    events: mpsc::UnboundedSender<TaskEvent>,
+    report: SwapReport,
+}
+
+impl PrepareSwap {
+    async fn run(self, swaps: mpsc::Sender<Swap>) {
+        let mut report = self.report;
+        let started =
+            task::start_instance(&self.runtime, &self.plugin, &self.config, self.task, &self.bootstrap_servers).await;
+        match started {
+            Ok((instance, None)) => {
+                let (done, swapped) = tokio::sync::oneshot::channel();
+                if swaps.send(Swap { instance, done }).await.is_err() {
+                    return; // The task ended first: its next run starts on the new build.
+                }
+                let Ok(swapped) = swapped.await else { return };
+                report.outcome = SwapOutcome::Swapped;
+                report.pause_micros = Some(swapped.pause.as_micros() as u64);
+                report.records_put_again = Some(swapped.put_again as u64);
+            }
+            Ok((_, Some(_))) => {
+                report.outcome = SwapOutcome::RolledBack;
+                report.error = Some("the new build opened an exactly-once grant, which cannot swap".into());
+            }
+            Err(e) => {
+                report.outcome = SwapOutcome::RolledBack;
+                report.error = Some(format!("{e:#}"));
+            }
+        }
+        let connector = self.config.name.clone();
+        let _ = self.events.send(TaskEvent::Swap { connector, task: self.task, generation: self.generation, report });
     }
 }
 

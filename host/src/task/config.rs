@@ -35,6 +35,10 @@ pub struct ConnectorConfig {
     pub name: String,
     /// The plugin's name (Connect's `connector.class`).
     pub plugin: String,
+    /// `connector.plugin.version`: which versions of it may run.
+    pub plugin_version: Option<semver::VersionReq>,
+    /// `connector.plugin.digest`: the digest its file must have.
+    pub plugin_digest: Option<String>,
     pub tasks_max: u32,
     /// Empty when the connector consumes by `topics_regex`.
     pub topics: Vec<String>,
@@ -198,6 +202,12 @@ impl ConnectorConfig {
         let config = ConnectorConfig {
             name,
             plugin: values.string("connector.class").to_string(),
+            // Checked by the table: an unparsable range reads as unset.
+            plugin_version: Some(values.string("connector.plugin.version"))
+                .filter(|r| !r.trim().is_empty())
+                .and_then(|r| semver::VersionReq::parse(r).ok()),
+            plugin_digest: Some(values.string("connector.plugin.digest").trim().to_ascii_lowercase())
+                .filter(|d| !d.is_empty()),
             tasks_max: values.int("tasks.max") as u32,
             topics,
             topics_regex,
@@ -312,6 +322,16 @@ fn posix_difference(regex: &str) -> Option<String> {
     None
 }
 
+/// A plugin digest as the registry shows them: `sha256:` and 64 hex digits.
+fn check_digest(digest: &str) -> Result<(), String> {
+    match digest.trim().strip_prefix("sha256:") {
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),
+        _ => {
+            Err(format!("'{digest}' is not a digest: write sha256: and 64 hex digits, as GET /connector-plugins shows"))
+        }
+    }
+}
+
 /// Milliseconds the table keeps non-negative.
 fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
@@ -344,6 +364,32 @@ pub fn connector_keys() -> &'static ConfigDef {
                     key("name", Type::String, High, "Globally unique name of the connector.").required(),
                     key("connector.class", Type::String, High, "Name of the plugin that implements the connector.")
                         .required(),
+                    key(
+                        "connector.plugin.version",
+                        Type::String,
+                        Medium,
+                        "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
+                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both). Unset: the newest \
+                         installed. Changing it on a running connector swaps its tasks to the new version \
+                         without stopping them.",
+                    )
+                    .with_validator(Validator::new("a semver range", |v| match v {
+                        Value::String(range) if !range.trim().is_empty() => {
+                            semver::VersionReq::parse(range).map(|_| ()).map_err(|e| format!("not a semver range: {e}"))
+                        }
+                        _ => Ok(()),
+                    })),
+                    key(
+                        "connector.plugin.digest",
+                        Type::String,
+                        Medium,
+                        "The SHA-256 digest (sha256:<64 hex digits>, as GET /connector-plugins shows) the plugin's \
+                         file must have: a file changed since it was pinned is refused.",
+                    )
+                    .with_validator(Validator::new("sha256:<64 hex digits>", |v| match v {
+                        Value::String(digest) if !digest.trim().is_empty() => check_digest(digest),
+                        _ => Ok(()),
+                    })),
                     key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
                         .with_default("1")
                         .with_validator(Validator::at_least(1)),

@@ -96,10 +96,13 @@ pub enum FlushCause {
     Lock,
     /// The task is stopping.
     Stop,
+    /// The task's plugin is being swapped for another version.
+    Swap,
 }
 
 impl FlushCause {
-    pub const ALL: [FlushCause; 4] = [FlushCause::Timer, FlushCause::Cap, FlushCause::Lock, FlushCause::Stop];
+    pub const ALL: [FlushCause; 5] =
+        [FlushCause::Timer, FlushCause::Cap, FlushCause::Lock, FlushCause::Stop, FlushCause::Swap];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -107,6 +110,7 @@ impl FlushCause {
             FlushCause::Cap => "cap",
             FlushCause::Lock => "lock",
             FlushCause::Stop => "stop",
+            FlushCause::Swap => "swap",
         }
     }
 }

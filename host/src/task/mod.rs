@@ -7,16 +7,19 @@ mod in_flight;
 pub mod metrics;
 mod run;
 mod source;
+mod swap;
 
 pub use config::{ConnectorConfig, GroupProtocol, Tolerance, WorkerDefaults};
 pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{TaskExit, TaskLoop};
+pub use swap::{Swap, Swapped};
 
 use crate::capabilities::kafka::TaskScope;
 use crate::kafka::classic::ClassicSource;
 use crate::kafka::producer::Producer;
 use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
-use crate::runtime::{Plugin, Runtime};
+use crate::kafka::target::TargetCluster;
+use crate::runtime::{Plugin, PluginInstance, Runtime};
 use anyhow::{Context, Result, anyhow, bail};
 use dead_letter::DeadLetterQueue;
 use in_flight::InFlight;
@@ -24,6 +27,7 @@ use run::PluginSlot;
 use source::Source;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// What a task needs to start.
 pub struct TaskSpec {
@@ -34,31 +38,46 @@ pub struct TaskSpec {
     pub metrics: Arc<TaskMetrics>,
 }
 
+/// Makes an instance of `plugin` for one task of the connector, with the
+/// connector's grants, starts it and connects its kafka grants. Returns the
+/// exactly-once grant's cluster, if any.
+pub async fn start_instance(
+    runtime: &Runtime,
+    plugin: &Plugin,
+    config: &ConnectorConfig,
+    task_id: u32,
+    bootstrap_servers: &str,
+) -> Result<(PluginInstance, Option<Arc<TargetCluster>>)> {
+    let name = format!("{}-{task_id}", config.name);
+    // Like Connect's task configs, each task's config names its task.
+    let mut plugin_config: Vec<(String, String)> = config.raw.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    plugin_config.push(("task.id".into(), task_id.to_string()));
+    let mut grants = config.grants.clone();
+    grants.task = Some(TaskScope {
+        connector: config.name.clone(),
+        task: task_id,
+        // Fixed per connector, whatever its consumer group: exactly-once
+        // positions stay found if the group id changes.
+        offsets_group: format!("connect-{}", config.name),
+        bootstrap_servers: bootstrap_servers.to_string(),
+        topics: config.topics.clone(),
+        topics_regex: config.topics_regex.clone(),
+    });
+    let mut instance = runtime.instantiate(plugin, &name, &grants, &config.limits).await?;
+    instance.start(&plugin_config).await.map_err(|e| anyhow!("plugin start: {e}"))?;
+    // Kafka grants connect before the group is joined; exactly-once opens
+    // the task's transactional producer, fencing older instances of it.
+    let exactly_once = instance.connect_kafka().await.context("connecting the kafka grants")?;
+    Ok((instance, exactly_once))
+}
+
 /// Joins the group, instantiates and starts the plugin: the task is then
 /// ready to run. Errors here fail the task before it consumed anything.
 pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     let config = spec.config;
     let name = format!("{}-{}", config.name, spec.task_id);
-
-    // Like Connect's task configs, each task's config names its task.
-    let mut plugin_config: Vec<(String, String)> = config.raw.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    plugin_config.push(("task.id".into(), spec.task_id.to_string()));
-    let mut grants = config.grants.clone();
-    grants.task = Some(TaskScope {
-        connector: config.name.clone(),
-        task: spec.task_id,
-        // Fixed per connector, whatever its consumer group: exactly-once
-        // positions stay found if the group id changes.
-        offsets_group: format!("connect-{}", config.name),
-        bootstrap_servers: spec.bootstrap_servers.clone(),
-        topics: config.topics.clone(),
-        topics_regex: config.topics_regex.clone(),
-    });
-    let mut instance = runtime.instantiate(&spec.plugin, &name, &grants, &config.limits).await?;
-    instance.start(&plugin_config).await.map_err(|e| anyhow!("plugin start: {e}"))?;
-    // Kafka grants connect before the group is joined; exactly-once opens
-    // the task's transactional producer, fencing older instances of it.
-    let exactly_once = instance.connect_kafka().await.context("connecting the kafka grants")?;
+    let (instance, exactly_once) =
+        start_instance(runtime, &spec.plugin, &config, spec.task_id, &spec.bootstrap_servers).await?;
     let guarantee = match exactly_once {
         Some(_) => DeliveryGuarantee::ExactlyOnce,
         None => DeliveryGuarantee::AtLeastOnce,
@@ -131,5 +150,6 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         last_tick: Instant::now(),
         last_put: Duration::ZERO,
         last_poll: Duration::ZERO,
+        swaps: mpsc::channel(4),
     })
 }

@@ -14,12 +14,14 @@ use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
+use super::swap::Swap;
 use crate::kafka::{AckType, ConsumedRecord};
 use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, SinkRecord, TaskError};
 use crate::runtime::{PluginError, PluginInstance};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// How long one poll waits for records before the loop checks flushes and
@@ -48,7 +50,7 @@ pub enum TaskExit {
 }
 
 /// A task failure on its way out of the loop.
-struct Failure(String);
+pub(super) struct Failure(pub(super) String);
 
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
@@ -78,9 +80,17 @@ pub struct TaskLoop {
     /// back by one fetch, which costs more than it saves for a fast plugin.
     pub(super) last_put: Duration,
     pub(super) last_poll: Duration,
+    /// New instances to swap the plugin for, and where they are sent.
+    pub(super) swaps: (mpsc::Sender<Swap>, mpsc::Receiver<Swap>),
 }
 
 impl TaskLoop {
+    /// Where to send a started instance of another build of the plugin,
+    /// which the task swaps to between two batches.
+    pub fn swap_sender(&self) -> mpsc::Sender<Swap> {
+        self.swaps.0.clone()
+    }
+
     /// Runs until `stop` is cancelled or the task fails, then hands back
     /// every record it did not finish (RELEASE) and commits.
     pub async fn run(mut self, stop: CancellationToken) -> TaskExit {
@@ -99,6 +109,12 @@ impl TaskLoop {
         loop {
             if stop.is_cancelled() {
                 return Ok(());
+            }
+            if prefetched.is_none()
+                && let Ok(swap) = self.swaps.1.try_recv()
+            {
+                self.swap_plugin(swap, stop).await?;
+                continue;
             }
             if self.records.is_retrying() {
                 self.retry(stop).await?;
@@ -469,7 +485,7 @@ impl TaskLoop {
         }
     }
 
-    async fn flush(&mut self, cause: FlushCause, scope: FlushScope) -> Result<(), Failure> {
+    pub(super) async fn flush(&mut self, cause: FlushCause, scope: FlushScope) -> Result<(), Failure> {
         self.metrics.count_flush(cause);
         match self.plugin.flush(&scope).await {
             Ok(settlements) => self.settle_held(settlements).await,
@@ -488,7 +504,7 @@ impl TaskLoop {
     /// transaction aborted instead: the source went back to its last
     /// commit, so every record in flight here is forgotten (it comes again),
     /// after a pause as for a failed put.
-    async fn commit(&mut self) -> Result<bool, Failure> {
+    pub(super) async fn commit(&mut self) -> Result<bool, Failure> {
         self.last_commit = Instant::now();
         match self.source.commit().await {
             Ok(Committed::Done) => Ok(false),

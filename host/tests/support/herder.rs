@@ -22,14 +22,26 @@ pub fn test_runtime() -> Runtime {
 
 /// A herder on `broker`, keeping its state in `dir`.
 pub async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
+    start_herder_with_plugins(broker, dir, &plugin_dir()).await
+}
+
+/// A herder on `broker`, keeping its state in `dir`, with the plugins in `plugins`.
+pub async fn start_herder_with_plugins(broker: &Broker, dir: &Path, plugins: &Path) -> Herder {
     let config = WorkerConfig {
         worker_id: "127.0.0.1:0".into(),
         bootstrap_servers: broker.bootstrap.clone(),
         state_file: dir.join("state.json"),
-        plugin_dir: plugin_dir(),
+        plugin_dir: plugins.to_path_buf(),
         defaults: WorkerDefaults::default(),
     };
     Herder::start(config, test_runtime()).await.unwrap()
+}
+
+/// `target/plugins-extra`, where builds for tests to install on purpose are.
+pub fn extra_plugin(file: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins-extra").join(file);
+    assert!(path.exists(), "{} is missing: run scripts/build-plugins.sh", path.display());
+    path
 }
 
 /// Waits until the connector has `tasks` tasks, all RUNNING, then a little

@@ -4,6 +4,7 @@
 //! | mode | put |
 //! |---|---|
 //! | `accept` | accepts everything |
+//! | `hold` | holds everything; a flush accepts what it holds |
 //! | `accept-slowly` | sleeps `delay.ms` (a WASI call), then accepts everything |
 //! | `panic`, `trap` | panics / executes `unreachable` |
 //! | `loop` | never returns |
@@ -23,9 +24,21 @@
 //! `only.task=N` applies the mode to task N alone (the others accept), and
 //! `record.file=PATH` appends a line `<key>\t<delivery count>` for every
 //! accepted record to PATH (in a granted directory; `{task}` becomes the
-//! task's number) before accepting it, for tests to see what arrived.
+//! task's number) before accepting it, for tests to see what arrived;
+//! with `record.version=true` each line also names the plugin version that
+//! wrote it (`<key>\t<delivery count>\t<version>`).
+//!
+//! For hot-swap tests, the build's version can be set when it is compiled
+//! (`MISBEHAVE_VERSION=0.2.0`), and `fail.start.version=V` makes `start`
+//! fail in version V only.
 
-use spillway_sdk::{Config, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
+/// The version this build says it is.
+const VERSION: &str = match option_env!("MISBEHAVE_VERSION") {
+    Some(version) => version,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
+use spillway_sdk::{Config, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError};
 
 pub struct Misbehave {
     mode: String,
@@ -33,14 +46,19 @@ pub struct Misbehave {
     record_file: Option<std::fs::File>,
     /// Records seen before, for `retry-first`.
     seen: std::collections::HashSet<(String, i32, i64)>,
+    /// `hold`: each held record's id, and its line for `record.file`.
+    held: Vec<(u64, Vec<u8>)>,
 }
 
 impl Sink for Misbehave {
     fn metadata() -> PluginMetadata {
-        PluginMetadata::new("misbehave", env!("CARGO_PKG_VERSION"), "Misbehaves on purpose, for tests.")
+        PluginMetadata::new("misbehave", VERSION, "Misbehaves on purpose, for tests.")
     }
 
     fn start(config: Config) -> Result<Self, TaskError> {
+        if config.get("fail.start.version") == Some(VERSION) {
+            return Err(TaskError::Fatal(format!("version {VERSION} refuses to start (fail.start.version)")));
+        }
         let this_task = config.get("task.id").unwrap_or("0");
         let mode = match config.get("only.task") {
             Some(task) if task != this_task => "accept",
@@ -57,13 +75,27 @@ impl Sink for Misbehave {
             ),
             None => None,
         };
-        Ok(Misbehave { mode, config, record_file, seen: Default::default() })
+        Ok(Misbehave { mode, config, record_file, seen: Default::default(), held: Vec::new() })
     }
 
     fn put(&mut self, batch: Vec<SinkRecord>) -> Result<PutReport, TaskError> {
+        if self.mode == "hold" {
+            for record in &batch {
+                let line = self.line(record);
+                self.held.push((record.id, line));
+            }
+            return Ok(PutReport { outcomes: vec![Outcome::Hold; batch.len()], settled: Vec::new() });
+        }
         let report = self.misbehave(&batch)?;
         self.record_accepted(&batch, &report)?;
         Ok(report)
+    }
+
+    /// `hold`: writes the held records' lines, then accepts them.
+    fn flush(&mut self, _scope: FlushScope) -> Result<Vec<Settlement>, TaskError> {
+        let lines: Vec<u8> = self.held.iter().flat_map(|(_, line)| line.iter().copied()).collect();
+        self.write_lines(&lines)?;
+        Ok(self.held.drain(..).map(|(id, _)| Settlement { id, outcome: Outcome::Accept }).collect())
     }
 }
 
@@ -71,16 +103,30 @@ impl Misbehave {
     /// Writes the keys of accepted records, one per line, before they are
     /// reported accepted.
     fn record_accepted(&mut self, batch: &[SinkRecord], report: &PutReport) -> Result<(), TaskError> {
-        let Some(file) = self.record_file.as_mut() else { return Ok(()) };
         let mut lines = Vec::new();
         for (record, outcome) in batch.iter().zip(&report.outcomes) {
             if matches!(outcome, Outcome::Accept) {
-                lines.extend_from_slice(record.key.as_deref().unwrap_or(b"<null>"));
-                lines.extend_from_slice(format!("\t{}\n", record.delivery_count).as_bytes());
+                lines.extend(self.line(record));
             }
         }
+        self.write_lines(&lines)
+    }
+
+    /// A record's line for `record.file`.
+    fn line(&self, record: &SinkRecord) -> Vec<u8> {
+        let mut line = record.key.clone().unwrap_or_else(|| b"<null>".to_vec());
+        line.extend_from_slice(format!("\t{}", record.delivery_count).as_bytes());
+        if self.config.get("record.version") == Some("true") {
+            line.extend_from_slice(format!("\t{VERSION}").as_bytes());
+        }
+        line.push(b'\n');
+        line
+    }
+
+    fn write_lines(&mut self, lines: &[u8]) -> Result<(), TaskError> {
+        let Some(file) = self.record_file.as_mut() else { return Ok(()) };
         use std::io::Write;
-        file.write_all(&lines).map_err(|e| TaskError::Retriable(format!("record.file: {e}")))
+        file.write_all(lines).map_err(|e| TaskError::Retriable(format!("record.file: {e}")))
     }
 
     fn misbehave(&mut self, batch: &[SinkRecord]) -> Result<PutReport, TaskError> {
