@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build-plugins.sh
+# The example sinks in Python and JavaScript (componentize-py from PyPI,
+# componentize-js from npm), which the host's tests run end to end.
+scripts/build-examples.sh
 if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
   python3 -m pip install -q 'confluent-kafka==2.16.1'
 fi

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the Python sink into a WebAssembly component with componentize-py.
+#
+#   examples/python/build.sh [OUTPUT.wasm]
+#
+# Default output: target/example-plugins/python-sink.wasm at the repository's root.
+# Uses componentize-py from PATH when it is the pinned version; otherwise pip
+# installs that version into target/tools/ (with --target: no root, no
+# virtualenv, and Debian 12's externally managed Python allows it).
+# Does nothing when the output is newer than app.py, this script and the WIT.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+OUT="${1:-$ROOT/target/example-plugins/python-sink.wasm}"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+VERSION=0.25.1
+TOOLS="$ROOT/target/tools/componentize-py-$VERSION"
+
+if [ -f "$OUT" ] && [ -z "$(find "$HERE/app.py" "$HERE/build.sh" "$ROOT/wit" -newer "$OUT" -print -quit)" ]; then
+  echo "python-sink: $OUT is up to date" >&2
+  exit 0
+fi
+
+if [ "$(componentize-py --version 2>/dev/null || true)" = "componentize-py $VERSION" ]; then
+  cpy() { componentize-py "$@"; }
+else
+  if [ ! -x "$TOOLS/bin/componentize-py" ]; then
+    echo "python-sink: installing componentize-py==$VERSION into $TOOLS" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
+      --target "$TOOLS" "componentize-py==$VERSION"
+  fi
+  cpy() { PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}" python3 "$TOOLS/bin/componentize-py" "$@"; }
+fi
+
+mkdir -p "$(dirname "$OUT")"
+cd "$HERE"
+SECONDS=0
+# Into a temporary file first, so that a failed build leaves no half file
+# that would look up to date.
+cpy -d "$ROOT/wit" -w sink componentize app -o "$OUT.tmp"
+echo
+mv "$OUT.tmp" "$OUT"
+echo "python-sink: built $OUT ($(du -h "$OUT" | cut -f1), ${SECONDS} s)" >&2

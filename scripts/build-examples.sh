@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the example sinks in other languages (examples/) as WebAssembly
+# components:
+#
+#   target/example-plugins/python-sink.wasm      examples/python (componentize-py)
+#   target/example-plugins/javascript-sink.wasm  examples/javascript (componentize-js)
+#
+# Not into target/plugins: that is the first-party plugins' folder, which the
+# host's tests scan (and whose plugin list they check), and each of these
+# components takes 10 to 20 s to compile. To try one in a worker, copy it into
+# the worker's --plugin-dir.
+#
+# Installs the toolchains when they are missing: componentize-py (pinned, by
+# pip; see examples/python/build.sh) and the JavaScript packages
+# (`npm ci` in examples/javascript, from its package-lock.json). Needs
+# python3 with pip, and node (20 or newer) with npm. Each component is
+# rebuilt only when its sources or the WIT changed, so a second run takes
+# about a second.
+#
+#   scripts/build-examples.sh [python] [javascript]   (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+OUT=target/example-plugins
+mkdir -p "$OUT"
+
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(python javascript)
+
+for example in "${want[@]}"; do
+  case "$example" in
+    python)
+      examples/python/build.sh "$ROOT/$OUT/python-sink.wasm"
+      ;;
+    javascript)
+      js=examples/javascript
+      # npm ci writes node_modules/.package-lock.json: the packages are
+      # installed and match the lock when it is newer than the lock.
+      if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ] \
+        || [ "$js/package.json" -nt "$js/node_modules/.package-lock.json" ]; then
+        echo "javascript-sink: npm ci in $js" >&2
+        (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
+      fi
+      node "$js/build.mjs" "$ROOT/$OUT/javascript-sink.wasm"
+      ;;
+    *)
+      echo "unknown example '$example' (known: python, javascript)" >&2
+      exit 2
+      ;;
+  esac
+done
