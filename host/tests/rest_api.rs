@@ -1241,3 +1241,46 @@ fn schemathesis_args(url: &str) -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_are_uploaded_reloaded_and_listed_by_version() {
+    let env = env();
+    let plugins = env.dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(plugin_dir().join("misbehave.wasm"), plugins.join("misbehave.wasm")).unwrap();
+    let host = Host::start(&env.bootstrap, &env.dir.path().join("state.json"), &plugins).await;
+    let v2 =
+        std::fs::read(repo().join("target/plugins-extra/misbehave-0.2.0.wasm")).expect("run scripts/build-plugins.sh");
+    let upload = |body: Vec<u8>| {
+        let request = host.http.put(format!("{}/connector-plugins/misbehave", host.url)).body(body);
+        async move { read(request.header("content-type", "application/octet-stream").send().await.unwrap()).await }
+    };
+
+    let (status, info) = upload(v2.clone()).await;
+    assert_eq!(status, 201, "{info}");
+    assert_eq!((&info["class"], &info["version"]), (&json!("misbehave"), &json!("0.2.0")));
+    assert_eq!(upload(v2).await.0, 200, "the same build again");
+    let (status, error) = upload(b"not a component".to_vec()).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["error_code"], 400);
+    assert!(error["message"].as_str().unwrap().contains("refused"), "{error}");
+
+    let (status, listed) = host.get("/connector-plugins").await;
+    assert_eq!(status, 200);
+    let versions: Vec<&str> = listed.as_array().unwrap().iter().map(|p| p["version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["0.1.0", "0.2.0"]);
+    assert_eq!(host.get("/connector-plugins/misbehave/config?version==0.2.0").await.0, 200);
+    assert_eq!(host.get("/connector-plugins/misbehave/config?version=%5E9").await.0, 404);
+    assert_eq!(host.get("/connector-plugins/misbehave/config?version=!!").await.0, 400);
+
+    std::fs::remove_file(plugins.join("misbehave.wasm")).unwrap();
+    let (status, report) = host.call(Method::POST, "/connector-plugins/reload", None).await;
+    assert_eq!(status, 200);
+    // The directory's watcher may have seen the removal first.
+    let removed = if report["removed"] == json!([]) { json!([]) } else { json!(["misbehave@0.1.0"]) };
+    assert_eq!(report, json!({"installed": [], "removed": removed, "refused": []}));
+    let (_, listed) = host.get("/connector-plugins").await;
+    let versions: Vec<&str> = listed.as_array().unwrap().iter().map(|p| p["version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["0.2.0"]);
+    host.shutdown().await;
+}

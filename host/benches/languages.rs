@@ -1,0 +1,112 @@
+//! `put()` throughput of the example sinks in Python and JavaScript beside
+//! the Rust plugins, on the same batches, in the same run:
+//!
+//!     scripts/build-examples.sh && cargo bench -p spillway --bench languages
+//!
+//! Batches of 500 records with 1 KB text values. The baselines are
+//! `noop-sink` (the runtime's own cost: what the ratios are against)
+//! and `file-sink`, the Rust sink that does the same work as the two
+//! examples (JSON lines, held until a flush). Each sink is flushed after
+//! every put, outside the timed put.
+
+use spillway::capabilities::Grants;
+use spillway::runtime::bindings::{FlushScope, Header, SinkRecord, TimestampType};
+use spillway::runtime::{Limits, Runtime};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const BATCH: usize = 500;
+const VALUE_BYTES: usize = 1024;
+/// Each sink runs at least this long, after a warm-up.
+const MEASURE: Duration = Duration::from_secs(3);
+
+fn main() {
+    // One thread, as a task runs its calls.
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    executor.block_on(bench());
+}
+
+struct Rate {
+    put: f64,
+    put_and_flush: f64,
+}
+
+async fn bench() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let batch: Vec<SinkRecord> = (0..BATCH).map(record).collect();
+    println!("put() of batches of {BATCH} records x {VALUE_BYTES} B values, one core, each sink for {MEASURE:?}");
+    let mut rates = Vec::new();
+    for (label, wasm) in [
+        ("noop-sink (Rust)", repo.join("target/plugins/noop-sink.wasm")),
+        ("file-sink (Rust)", repo.join("target/plugins/file-sink.wasm")),
+        ("python-sink", repo.join("target/example-plugins/python-sink.wasm")),
+        ("javascript-sink", repo.join("target/example-plugins/javascript-sink.wasm")),
+    ] {
+        if !wasm.exists() {
+            println!("{label:<18} missing: {} (scripts/build-plugins.sh, scripts/build-examples.sh)", wasm.display());
+            rates.push(None);
+            continue;
+        }
+        let rate = measure(&runtime, &wasm, out.path(), &batch).await;
+        println!("{label:<18} put {:>10.0} records/s   put+flush {:>10.0} records/s", rate.put, rate.put_and_flush);
+        rates.push(Some(rate));
+    }
+    let ratio = |a: &Option<Rate>, b: &Option<Rate>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2} (put+flush {:.2})", a.put / b.put, a.put_and_flush / b.put_and_flush),
+        _ => "n/a".into(),
+    };
+    let [noop, file, python, javascript] = &rates[..] else { unreachable!() };
+    println!("ratio python/noop-sink: {}   target 0.25", ratio(python, noop));
+    println!("ratio javascript/noop-sink: {}   target 0.10", ratio(javascript, noop));
+    println!("ratio python/file-sink: {}   (the same work in Rust)", ratio(python, file));
+    println!("ratio javascript/file-sink: {}", ratio(javascript, file));
+}
+
+async fn measure(runtime: &Runtime, wasm: &Path, dir: &Path, batch: &[SinkRecord]) -> Rate {
+    let plugin = runtime.load_file(wasm).await.unwrap();
+    let grants = Grants::from_config([("plugin.grant.fs.out.path", dir.to_str().unwrap())]).unwrap();
+    let mut instance = runtime.instantiate(&plugin, "bench", &grants, &Limits::default()).await.unwrap();
+    let file = dir.join(format!("{}.jsonl", plugin.metadata.name));
+    let config = [
+        ("file".to_string(), file.to_str().unwrap().to_string()),
+        ("fields".to_string(), "topic,partition,offset,key,value".to_string()),
+        ("task.id".to_string(), "0".to_string()),
+    ];
+    instance.start(&config).await.unwrap();
+    for _ in 0..5 {
+        black_box(instance.put(batch).await.unwrap());
+        instance.flush(&FlushScope::All).await.unwrap();
+    }
+    let (mut put, mut total, mut rounds) = (Duration::ZERO, Instant::now(), 0usize);
+    let started = Instant::now();
+    while started.elapsed() < MEASURE {
+        let t = Instant::now();
+        black_box(instance.put(black_box(batch)).await.unwrap());
+        put += t.elapsed();
+        instance.flush(&FlushScope::All).await.unwrap();
+        rounds += 1;
+        let _ = std::fs::OpenOptions::new().write(true).truncate(true).open(&file); // keep the file small
+    }
+    let elapsed = std::mem::replace(&mut total, Instant::now()).elapsed();
+    let records = (rounds * BATCH) as f64;
+    Rate { put: records / put.as_secs_f64(), put_and_flush: records / elapsed.as_secs_f64() }
+}
+
+fn record(i: usize) -> SinkRecord {
+    SinkRecord {
+        id: i as u64,
+        topic: "bench".into(),
+        partition: (i % 4) as i32,
+        offset: i as i64,
+        timestamp: 1_700_000_000_000,
+        timestamp_type: TimestampType::CreateTime,
+        key: Some(format!("key-{i}").into_bytes()),
+        value: Some(vec![b'x'; VALUE_BYTES]),
+        headers: vec![Header { key: "h".into(), value: Some(b"v".to_vec()) }],
+        delivery_count: 1,
+        lock_deadline: None,
+    }
+}
