@@ -308,7 +308,9 @@ mod tests {
         let runtime = Runtime::new(cache.path()).unwrap();
         let config =
             map(&[("name", "v"), ("connector.class", "nope"), ("tasks.max", "0"), ("errors.tolerance", "some")]);
-        let infos = validate(&runtime, "nope", None, &config, &WorkerDefaults::default()).await;
+        let none_installed = crate::herder::PluginRegistry::default();
+        let missing = none_installed.resolve("nope", None, None);
+        let infos = validate(&runtime, "nope", missing, &config, &WorkerDefaults::default()).await;
         let errors_of = |key: &str| {
             infos.configs.iter().find(|c| c.value.name == key).map(|c| c.value.errors.len()).unwrap_or_default()
         };
