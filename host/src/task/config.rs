@@ -364,32 +364,6 @@ pub fn connector_keys() -> &'static ConfigDef {
                     key("name", Type::String, High, "Globally unique name of the connector.").required(),
                     key("connector.class", Type::String, High, "Name of the plugin that implements the connector.")
                         .required(),
-                    key(
-                        "connector.plugin.version",
-                        Type::String,
-                        Medium,
-                        "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
-                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both). Unset: the newest \
-                         installed. Changing it on a running connector swaps its tasks to the new version \
-                         without stopping them.",
-                    )
-                    .with_validator(Validator::new("a semver range", |v| match v {
-                        Value::String(range) if !range.trim().is_empty() => {
-                            semver::VersionReq::parse(range).map(|_| ()).map_err(|e| format!("not a semver range: {e}"))
-                        }
-                        _ => Ok(()),
-                    })),
-                    key(
-                        "connector.plugin.digest",
-                        Type::String,
-                        Medium,
-                        "The SHA-256 digest (sha256:<64 hex digits>, as GET /connector-plugins shows) the plugin's \
-                         file must have: a file changed since it was pinned is refused.",
-                    )
-                    .with_validator(Validator::new("sha256:<64 hex digits>", |v| match v {
-                        Value::String(digest) if !digest.trim().is_empty() => check_digest(digest),
-                        _ => Ok(()),
-                    })),
                     key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
                         .with_default("1")
                         .with_validator(Validator::at_least(1)),
@@ -431,6 +405,32 @@ pub fn connector_keys() -> &'static ConfigDef {
                     )
                     .with_default("10000")
                     .with_validator(Validator::at_least(0)),
+                    key(
+                        "connector.plugin.version",
+                        Type::String,
+                        Medium,
+                        "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
+                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both). Unset: the newest \
+                         installed. Changing it on a running connector swaps its tasks to the new version \
+                         without stopping them.",
+                    )
+                    .with_validator(Validator::new("a semver range", |v| match v {
+                        Value::String(range) if !range.trim().is_empty() => {
+                            semver::VersionReq::parse(range).map(|_| ()).map_err(|e| format!("not a semver range: {e}"))
+                        }
+                        _ => Ok(()),
+                    })),
+                    key(
+                        "connector.plugin.digest",
+                        Type::String,
+                        Medium,
+                        "The SHA-256 digest (sha256:<64 hex digits>, as GET /connector-plugins shows) the plugin's \
+                         file must have: a file changed since it was pinned is refused.",
+                    )
+                    .with_validator(Validator::new("sha256:<64 hex digits>", |v| match v {
+                        Value::String(digest) if !digest.trim().is_empty() => check_digest(digest),
+                        _ => Ok(()),
+                    })),
                 ],
             )
             .group(
