@@ -495,7 +495,7 @@ mod tests {
         assert!(matches!(cli.command, Command::Plugins { command: None }));
         let cli = Cli::try_parse_from(["spillway", "plugins", "config", "noop-sink"]).unwrap();
         assert!(
-            matches!(cli.command, Command::Plugins { command: Some(PluginsCommand::Config { name }) } if name == "noop-sink")
+            matches!(cli.command, Command::Plugins { command: Some(PluginsCommand::Config { name, version: None }) } if name == "noop-sink")
         );
     }
 

@@ -1168,7 +1168,7 @@ async fn cli_config_validate_offsets_loggers_and_plugin_keys() {
     // plugins config: one row per key, the same keys as the server's JSON.
     let (_, keys) = host.get("/connector-plugins/noop-sink/config").await;
     let keys = keys.as_array().unwrap().clone();
-    let text = plugins(&table, P::Config { name: "noop-sink".into() }).await.unwrap();
+    let text = plugins(&table, P::Config { name: "noop-sink".into(), version: None }).await.unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("KEY ") && lines[0].ends_with("  IMPORTANCE  DOCUMENTATION"), "{text}");
     assert_eq!(lines.len(), keys.len() + 1, "{text}");
@@ -1182,9 +1182,9 @@ async fn cli_config_validate_offsets_loggers_and_plugin_keys() {
     }
     let topics = lines.iter().find(|l| l.starts_with("topics ")).expect("a topics row");
     assert!(topics.contains(" false ") && topics.contains(" \"\" "), "an empty default shows as \"\": {topics}");
-    let json_keys = plugins(&json_output, P::Config { name: "noop-sink".into() }).await.unwrap();
+    let json_keys = plugins(&json_output, P::Config { name: "noop-sink".into(), version: None }).await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&json_keys).unwrap(), Value::Array(keys));
-    let e = plugins(&table, P::Config { name: "no-such-plugin".into() }).await.unwrap_err();
+    let e = plugins(&table, P::Config { name: "no-such-plugin".into(), version: None }).await.unwrap_err();
     assert!(e.kind == ErrorKind::Refused && e.message.contains("no-such-plugin"), "{e}");
     host.shutdown().await;
 }
@@ -1272,6 +1272,16 @@ async fn plugins_are_uploaded_reloaded_and_listed_by_version() {
     assert_eq!(host.get("/connector-plugins/misbehave/config?version==0.2.0").await.0, 200);
     assert_eq!(host.get("/connector-plugins/misbehave/config?version=%5E9").await.0, 404);
     assert_eq!(host.get("/connector-plugins/misbehave/config?version=!!").await.0, 400);
+
+    // The CLI's words for the same calls.
+    use spillway::cli::{ClientArgs, Output, PluginsCommand as P, plugins as cli};
+    let args = ClientArgs::new(&host.url, Output::Table);
+    let file = repo().join("target/plugins-extra/misbehave-0.2.0.wasm");
+    let installed = cli(&args, P::Install { file, name: None }).await.unwrap();
+    assert!(installed.starts_with("already installed: misbehave 0.2.0 (sha256:"), "{installed}");
+    let keys = cli(&args, P::Config { name: "misbehave".into(), version: Some("=0.1.0".into()) }).await.unwrap();
+    assert!(keys.contains("connector.plugin.version"), "{keys}");
+    assert_eq!(cli(&args, P::Reload).await.unwrap(), "no change\n");
 
     std::fs::remove_file(plugins.join("misbehave.wasm")).unwrap();
     let (status, report) = host.call(Method::POST, "/connector-plugins/reload", None).await;

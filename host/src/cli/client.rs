@@ -48,11 +48,29 @@ impl Client {
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, CliError> {
+        self.send_with(method, path, |request| match body {
+            Some(body) => request.json(body),
+            None => request,
+        })
+        .await
+    }
+
+    /// PUTs `bytes` as the body, as `application/octet-stream`.
+    pub async fn put_bytes(&self, path: &str, bytes: Vec<u8>) -> Result<Answer, CliError> {
+        self.send_with(Method::PUT, path, |request| {
+            request.header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(bytes)
+        })
+        .await
+    }
+
+    async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        build: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Answer, CliError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method.clone(), &url);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
+        let request = build(self.http.request(method.clone(), &url));
         let response = request.send().await.map_err(|e| {
             // A builder error is a URL that is not one: ours to fix, not the server's.
             let kind = if e.is_builder() { ErrorKind::Local } else { ErrorKind::Unreachable };

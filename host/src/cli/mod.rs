@@ -75,6 +75,10 @@ impl Session {
         self.client.send(method, path, body).await
     }
 
+    async fn put_bytes(&self, path: &str, bytes: Vec<u8>) -> Result<Answer, CliError> {
+        self.client.put_bytes(path, bytes).await
+    }
+
     /// The answer as asked for: the server's JSON, or `table` made of it.
     fn show(
         &self,

@@ -25,7 +25,7 @@ struct Installed {
 }
 
 /// What one scan of the plugin directory changed.
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ScanReport {
     /// `name@version` of each plugin installed by this scan.
     pub installed: Vec<String>,
