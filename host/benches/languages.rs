@@ -8,6 +8,10 @@
 //! and `file-sink`, the Rust sink that does the same work as the two
 //! examples (JSON lines, held until a flush). Each sink is flushed after
 //! every put, outside the timed put.
+//!
+//! `SPILLWAY_BENCH_PLUGINS=a.wasm,b.wasm` measures other components too,
+//! each beside `noop-sink` (a sink of your own, or a language's floor: a
+//! `put` that only accepts).
 
 use spillway::capabilities::Grants;
 use spillway::runtime::bindings::{FlushScope, Header, SinkRecord, TimestampType};
@@ -34,7 +38,9 @@ struct Rate {
 
 async fn bench() {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
+    // The tests' cache: in `.ci/run` they compiled these components already
+    // (seconds each for Python and JavaScript).
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
     let out = tempfile::tempdir().unwrap();
     let batch: Vec<SinkRecord> = (0..BATCH).map(record).collect();
     println!("put() of batches of {BATCH} records x {VALUE_BYTES} B values, one core, each sink for {MEASURE:?}");
@@ -59,6 +65,12 @@ async fn bench() {
         _ => "n/a".into(),
     };
     let [noop, file, python, javascript] = &rates[..] else { unreachable!() };
+    let extra = std::env::var("SPILLWAY_BENCH_PLUGINS").unwrap_or_default();
+    for wasm in extra.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let rate = measure(&runtime, Path::new(wasm), out.path(), &batch).await;
+        let put = rate.put;
+        println!("{wasm}: put {put:>10.0} records/s, ratio to noop-sink {}", ratio(&Some(rate), noop));
+    }
     println!("ratio python/noop-sink: {}   target 0.25", ratio(python, noop));
     println!("ratio javascript/noop-sink: {}   target 0.10", ratio(javascript, noop));
     println!("ratio python/file-sink: {}   (the same work in Rust)", ratio(python, file));
