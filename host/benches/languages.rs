@@ -14,7 +14,10 @@
 //! `put` that only accepts).
 
 use spillway::capabilities::Grants;
-use spillway::runtime::bindings::{FlushScope, Header, SinkRecord, TimestampType};
+#[path = "support/batch.rs"]
+mod batch;
+
+use spillway::runtime::bindings::{FlushScope, SinkRecord};
 use spillway::runtime::{Limits, Runtime};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -42,7 +45,7 @@ async fn bench() {
     // (seconds each for Python and JavaScript).
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let batch: Vec<SinkRecord> = (0..BATCH).map(record).collect();
+    let batch: Vec<SinkRecord> = (0..BATCH).map(|i| batch::record(i, VALUE_BYTES)).collect();
     println!("put() of batches of {BATCH} records x {VALUE_BYTES} B values, one core, each sink for {MEASURE:?}");
     let mut rates = Vec::new();
     for (label, wasm) in [
@@ -105,20 +108,4 @@ async fn measure(runtime: &Runtime, wasm: &Path, dir: &Path, batch: &[SinkRecord
     let elapsed = std::mem::replace(&mut total, Instant::now()).elapsed();
     let records = (rounds * BATCH) as f64;
     Rate { put: records / put.as_secs_f64(), put_and_flush: records / elapsed.as_secs_f64() }
-}
-
-fn record(i: usize) -> SinkRecord {
-    SinkRecord {
-        id: i as u64,
-        topic: "bench".into(),
-        partition: (i % 4) as i32,
-        offset: i as i64,
-        timestamp: 1_700_000_000_000,
-        timestamp_type: TimestampType::CreateTime,
-        key: Some(format!("key-{i}").into_bytes()),
-        value: Some(vec![b'x'; VALUE_BYTES]),
-        headers: vec![Header { key: "h".into(), value: Some(b"v".to_vec()) }],
-        delivery_count: 1,
-        lock_deadline: None,
-    }
 }

@@ -8,7 +8,10 @@
 //! is the runtime's cost over the unavoidable copy.
 
 use spillway::capabilities::Grants;
-use spillway::runtime::bindings::{Header, SinkRecord, TimestampType};
+#[path = "support/batch.rs"]
+mod batch;
+
+use spillway::runtime::bindings::SinkRecord;
 use spillway::runtime::{Limits, Runtime};
 use spillway_sdk::Sink;
 use std::hint::black_box;
@@ -33,7 +36,7 @@ async fn bench() {
     let mut instance = runtime.instantiate(&plugin, "bench", &Grants::default(), &Limits::default()).await.unwrap();
     instance.start(&[]).await.unwrap();
 
-    let host_batch: Vec<SinkRecord> = (0..BATCH).map(host_record).collect();
+    let host_batch: Vec<SinkRecord> = (0..BATCH).map(|i| batch::record(i, VALUE_BYTES)).collect();
     let guest_batch: Vec<spillway_sdk::SinkRecord> = (0..BATCH).map(sdk_record).collect();
     let mut native = noop_sink::NoopSink::start(Default::default()).unwrap();
 
@@ -78,22 +81,6 @@ fn timed(f: impl FnOnce()) -> Duration {
     let start = Instant::now();
     f();
     start.elapsed()
-}
-
-fn host_record(i: usize) -> SinkRecord {
-    SinkRecord {
-        id: i as u64,
-        topic: "bench".into(),
-        partition: (i % 4) as i32,
-        offset: i as i64,
-        timestamp: 1_700_000_000_000,
-        timestamp_type: TimestampType::CreateTime,
-        key: Some(format!("key-{i}").into_bytes()),
-        value: Some(vec![b'x'; VALUE_BYTES]),
-        headers: vec![Header { key: "h".into(), value: Some(b"v".to_vec()) }],
-        delivery_count: 1,
-        lock_deadline: None,
-    }
 }
 
 fn sdk_record(i: usize) -> spillway_sdk::SinkRecord {

@@ -26,6 +26,14 @@ fn plugin_dir_with(dir: &Path, both: bool) -> PathBuf {
     plugins
 }
 
+/// A herder whose plugin directory (in the temporary directory it comes
+/// with) holds misbehave 0.1.0 and 0.2.0.
+async fn herder_with_both_builds(broker: &Broker) -> (tempfile::TempDir, Herder) {
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder_with_plugins(broker, dir.path(), &plugin_dir_with(dir.path(), true)).await;
+    (dir, herder)
+}
+
 /// A misbehave connector recording `<key>\t<delivery>\t<version>` lines into
 /// `dir/<name>-keys-<task>.txt`.
 fn connector(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
@@ -123,8 +131,7 @@ fn one(key: &str, value: &str) -> BTreeMap<String, Option<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn versions_live_side_by_side_and_a_connector_picks_one_by_range_and_digest() {
     let broker = Broker::start_or_env();
-    let dir = tempfile::tempdir().unwrap();
-    let herder = start_herder_with_plugins(&broker, dir.path(), &plugin_dir_with(dir.path(), true)).await;
+    let (dir, herder) = herder_with_both_builds(&broker).await;
 
     let plugins = herder.plugins().await.unwrap();
     let versions: Vec<&str> = plugins.iter().filter(|p| p.class == "misbehave").map(|p| p.version.as_str()).collect();
@@ -184,8 +191,7 @@ async fn versions_live_side_by_side_and_a_connector_picks_one_by_range_and_diges
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_swap_under_load_hands_every_record_to_exactly_one_version_once() {
     let broker = Broker::start_or_env();
-    let dir = tempfile::tempdir().unwrap();
-    let herder = start_herder_with_plugins(&broker, dir.path(), &plugin_dir_with(dir.path(), true)).await;
+    let (dir, herder) = herder_with_both_builds(&broker).await;
     warm_up_producer(&broker).await;
     let topic = unique("swap");
     // Held records, flushed often: a swap must flush what the old build holds.
@@ -242,8 +248,7 @@ async fn a_swap_under_load_hands_every_record_to_exactly_one_version_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_swap_to_a_build_that_fails_to_start_rolls_back_and_says_so() {
     let broker = Broker::start_or_env();
-    let dir = tempfile::tempdir().unwrap();
-    let herder = start_herder_with_plugins(&broker, dir.path(), &plugin_dir_with(dir.path(), true)).await;
+    let (dir, herder) = herder_with_both_builds(&broker).await;
     warm_up_producer(&broker).await;
     let topic = unique("rollback");
     let extra = [("fail.start.version", "0.2.0"), ("connector.plugin.version", "=0.1.0")];

@@ -7,7 +7,8 @@
 
 use super::types::PluginInfo;
 use crate::runtime::{Plugin, Runtime};
-use semver::{Version, VersionReq};
+use crate::task::PluginPick;
+use semver::Version;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -110,7 +111,8 @@ impl PluginRegistry {
     /// The plugin a connector runs: the newest version of `name` that the
     /// range `version` admits and, with `digest`, whose digest it is. The
     /// error says what is installed instead.
-    pub fn resolve(&self, name: &str, version: Option<&VersionReq>, digest: Option<&str>) -> Result<&Plugin, Refusal> {
+    pub fn resolve(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
+        let (version, digest) = (pick.version.as_ref(), pick.digest.as_deref());
         let versions = self.plugins.get(name).ok_or_else(|| Refusal {
             key: "connector.class",
             message: format!("Failed to find any installed plugin named '{name}'"),

@@ -309,7 +309,7 @@ mod tests {
         let config =
             map(&[("name", "v"), ("connector.class", "nope"), ("tasks.max", "0"), ("errors.tolerance", "some")]);
         let none_installed = crate::herder::PluginRegistry::default();
-        let missing = none_installed.resolve("nope", None, None);
+        let missing = none_installed.resolve("nope", &Default::default());
         let infos = validate(&runtime, "nope", missing, &config, &WorkerDefaults::default()).await;
         let errors_of = |key: &str| {
             infos.configs.iter().find(|c| c.value.name == key).map(|c| c.value.errors.len()).unwrap_or_default()

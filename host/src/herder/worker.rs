@@ -9,7 +9,9 @@ use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::runtime::{Plugin, Runtime};
-use crate::task::{self, ActiveTopics, ConnectorConfig, GroupProtocol, Swap, TaskExit, TaskMetrics, TaskSpec};
+use crate::task::{
+    self, ActiveTopics, ConnectorConfig, GroupProtocol, PluginPick, Swap, TaskExit, TaskMetrics, TaskSpec,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -374,7 +376,7 @@ impl Worker {
         let connector = self.connectors.get_mut(name).expect("checked by the caller");
         let without_selection = |c: &ConfigMap| {
             let mut c = c.clone();
-            c.retain(|k, _| !PLUGIN_SELECTION.contains(&k.as_str()));
+            c.retain(|k, _| !PluginPick::KEYS.contains(&k.as_str()));
             c
         };
         if without_selection(&connector.raw) != without_selection(config) || connector.target != TargetState::Started {
@@ -391,14 +393,12 @@ impl Worker {
             return false;
         }
         let Ok(parsed) = ConnectorConfig::parse(config, &self.config.defaults) else { return false };
-        let resolved =
-            self.plugins.resolve(&parsed.plugin, parsed.plugin_version.as_ref(), parsed.plugin_digest.as_deref());
-        let Ok(plugin) = resolved.cloned() else { return false };
+        let Ok(plugin) = self.plugins.resolve(&parsed.plugin, &parsed.plugin_pick).cloned() else { return false };
         let parsed = Arc::new(parsed);
         connector.raw = config.clone();
         connector.config = Some(parsed.clone());
         connector.plugin = Some(plugin.clone());
-        let to = TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() };
+        let to = task_plugin(&plugin);
         for (id, task) in connector.tasks.iter_mut() {
             let (Some(from), Some(swaps)) = (task.plugin.clone(), task.swaps.clone()) else { continue };
             if from.digest == to.digest {
@@ -469,12 +469,9 @@ impl Worker {
             let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
             format!("invalid configuration: {}", lines.join("; "))
         });
-        let checked = parsed.and_then(|config| {
-            match self.plugins.resolve(&config.plugin, config.plugin_version.as_ref(), config.plugin_digest.as_deref())
-            {
-                Ok(plugin) => Ok((config, plugin.clone())),
-                Err(Refusal { key, message }) => Err(format!("{key}: {message}")),
-            }
+        let checked = parsed.and_then(|config| match self.plugins.resolve(&config.plugin, &config.plugin_pick) {
+            Ok(plugin) => Ok((config, plugin.clone())),
+            Err(Refusal { key, message }) => Err(format!("{key}: {message}")),
         });
         match checked {
             Ok((config, plugin)) => {
@@ -505,7 +502,7 @@ impl Worker {
         let Some(plugin) = connector.plugin.clone() else { return };
         let metrics = Arc::new(TaskMetrics { active_topics: connector.active_topics.clone(), ..Default::default() });
         let stop = CancellationToken::new();
-        let running = TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() };
+        let running = task_plugin(&plugin);
         let spec = TaskSpec {
             task_id,
             config,
@@ -840,7 +837,8 @@ impl Worker {
             ),
             None => None,
         };
-        let plugin = self.plugins.resolve(plugin, range.as_ref(), None).map_err(|refusal| match refusal.key {
+        let pick = PluginPick { version: range, digest: None };
+        let plugin = self.plugins.resolve(plugin, &pick).map_err(|refusal| match refusal.key {
             "connector.class" => HerderError::NotFound(format!("Unknown plugin {plugin}")),
             _ => HerderError::NotFound(refusal.message),
         })?;
@@ -880,11 +878,7 @@ impl Worker {
     }
 
     pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
-        // A range or digest the table refuses picks nothing: the newest, and the table's error.
-        let given = |key: &str| config.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let range = given("connector.plugin.version").and_then(|v| semver::VersionReq::parse(v).ok());
-        let digest = given("connector.plugin.digest").map(str::to_ascii_lowercase);
-        let resolved = self.plugins.resolve(&plugin, range.as_ref(), digest.as_deref());
+        let resolved = self.plugins.resolve(&plugin, &PluginPick::of(&config));
         Ok(validate::validate(&self.runtime, &plugin, resolved, &config, &self.config.defaults).await)
     }
 
@@ -937,8 +931,10 @@ impl Worker {
     }
 }
 
-/// The keys that pick a build of the connector's plugin.
-const PLUGIN_SELECTION: [&str; 2] = ["connector.plugin.version", "connector.plugin.digest"];
+/// What a task's status says of the build it runs.
+fn task_plugin(plugin: &Plugin) -> TaskPlugin {
+    TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() }
+}
 
 /// A hot swap of one task, prepared off the herder's loop: a started
 /// instance of the new build, handed to the task, whose answer goes back to

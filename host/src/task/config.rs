@@ -35,10 +35,8 @@ pub struct ConnectorConfig {
     pub name: String,
     /// The plugin's name (Connect's `connector.class`).
     pub plugin: String,
-    /// `connector.plugin.version`: which versions of it may run.
-    pub plugin_version: Option<semver::VersionReq>,
-    /// `connector.plugin.digest`: the digest its file must have.
-    pub plugin_digest: Option<String>,
+    /// Which build of it runs.
+    pub plugin_pick: PluginPick,
     pub tasks_max: u32,
     /// Empty when the connector consumes by `topics_regex`.
     pub topics: Vec<String>,
@@ -61,6 +59,30 @@ pub struct ConnectorConfig {
     pub grants: Grants,
     /// The configuration as the user gave it, passed to the plugin.
     pub raw: BTreeMap<String, String>,
+}
+
+/// Which installed build of its plugin a connector runs: the newest that
+/// `connector.plugin.version` admits and, with `connector.plugin.digest`,
+/// whose file has that digest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PluginPick {
+    pub version: Option<semver::VersionReq>,
+    pub digest: Option<String>,
+}
+
+impl PluginPick {
+    /// The keys that pick a build.
+    pub const KEYS: [&str; 2] = ["connector.plugin.version", "connector.plugin.digest"];
+
+    /// From a config as given. A range the table refuses reads as unset (the
+    /// table reports it), so that resolving still says what is installed.
+    pub fn of(raw: &BTreeMap<String, String>) -> Self {
+        let given = |key: &str| raw.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        PluginPick {
+            version: given(Self::KEYS[0]).and_then(|v| semver::VersionReq::parse(v).ok()),
+            digest: given(Self::KEYS[1]).map(str::to_ascii_lowercase),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -202,12 +224,7 @@ impl ConnectorConfig {
         let config = ConnectorConfig {
             name,
             plugin: values.string("connector.class").to_string(),
-            // Checked by the table: an unparsable range reads as unset.
-            plugin_version: Some(values.string("connector.plugin.version"))
-                .filter(|r| !r.trim().is_empty())
-                .and_then(|r| semver::VersionReq::parse(r).ok()),
-            plugin_digest: Some(values.string("connector.plugin.digest").trim().to_ascii_lowercase())
-                .filter(|d| !d.is_empty()),
+            plugin_pick: PluginPick::of(raw),
             tasks_max: values.int("tasks.max") as u32,
             topics,
             topics_regex,
@@ -406,7 +423,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                     .with_default("10000")
                     .with_validator(Validator::at_least(0)),
                     key(
-                        "connector.plugin.version",
+                        PluginPick::KEYS[0],
                         Type::String,
                         Medium,
                         "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
@@ -421,7 +438,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                         _ => Ok(()),
                     })),
                     key(
-                        "connector.plugin.digest",
+                        PluginPick::KEYS[1],
                         Type::String,
                         Medium,
                         "The SHA-256 digest (sha256:<64 hex digits>, as GET /connector-plugins shows) the plugin's \

@@ -9,7 +9,7 @@ mod run;
 mod source;
 mod swap;
 
-pub use config::{ConnectorConfig, GroupProtocol, Tolerance, WorkerDefaults};
+pub use config::{ConnectorConfig, GroupProtocol, PluginPick, Tolerance, WorkerDefaults};
 pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{TaskExit, TaskLoop};
 pub use swap::{Swap, Swapped};
