@@ -165,6 +165,58 @@ async fn a_fenced_member_rejoins_with_epoch_zero() {
     .await;
 }
 
+/// A fenced member rejoins under its member id and keeps fetching the
+/// partitions it holds records of: forgetting them would make the broker
+/// release those records and deliver them again, once more to a sink that
+/// may have written them already. (The mock fences every member that missed
+/// two rebalances between its heartbeats, so eight tasks joining at once
+/// fence each other.) The coordinator is unavailable for a while after the
+/// fence, so that the rejoin spans several polls.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_member_keeps_the_records_it_holds() {
+    let Setup { broker, proxy, topic, mut consumer } = setup("share-fenced-holding", None).await;
+    let produced = produce_keys(&broker, &topic, 50).await;
+    let fence = Fault::Heartbeat(ResponseError::FencedMemberEpoch);
+    proxy.arm(fence);
+    for _ in 0..5 {
+        proxy.arm(Fault::Heartbeat(ResponseError::CoordinatorNotAvailable));
+    }
+    let fenced = Event::Injected(fence);
+    let key = |r: &ConsumedRecord| String::from_utf8(r.key.as_deref().unwrap().to_vec()).unwrap();
+    // Everything delivered is held, none acknowledged, until the member is
+    // back in the group and has fetched twice since.
+    let mut held = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "no rejoin after the fence: {:?}", proxy.events_after(|e| *e == fenced));
+        held.extend(consumer.poll(POLL).await.expect("poll through the fence"));
+        let after = proxy.events_after(|e| *e == fenced);
+        let rejoin = after.iter().position(|e| *e == Event::Forwarded(ApiKey::ShareGroupHeartbeat, Some(0)));
+        let fetches_since =
+            |i: usize| after[i..].iter().filter(|e| matches!(e, Event::Forwarded(ApiKey::ShareFetch, _))).count();
+        if rejoin.is_some_and(|i| fetches_since(i) >= 2) {
+            break;
+        }
+    }
+    for r in &held {
+        consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("still ours after the fence");
+    }
+    let result = consumer.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "the broker took the acks of records held across the fence: {result:?}");
+    // Whatever had not arrived yet comes now, once.
+    while held.len() < produced.len() && Instant::now() < deadline {
+        let batch = consumer.poll(POLL).await.expect("poll");
+        for r in &batch {
+            consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("ours");
+        }
+        held.extend(batch);
+        consumer.commit_sync().await.expect("commit_sync");
+    }
+    let keys: Vec<String> = held.iter().map(key).collect();
+    support::assert_each_exactly_once(&keys, &produced.iter().cloned().collect::<Vec<_>>(), "held across a fence");
+    consumer.close().await.expect("close");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn acknowledgements_lost_with_a_dropped_connection_are_reported_not_assumed() {
     let Setup { broker, proxy, topic, mut consumer } = setup("share-dropped", None).await;

@@ -43,6 +43,10 @@ impl Connection {
         })
     }
 
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// False once a request on it failed or was abandoned.
     pub fn is_alive(&self) -> bool {
         match self.state.try_lock() {

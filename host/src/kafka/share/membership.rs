@@ -28,7 +28,8 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemberState {
     pub epoch: i32,
-    /// Assigned partitions by topic id; empty while (re)joining.
+    /// Assigned partitions by topic id; empty while joining, and the last
+    /// one while rejoining after a fence.
     pub assignment: Vec<(Uuid, Vec<i32>)>,
     /// Set when the coordinator refused us for good.
     pub fatal: Option<String>,
@@ -60,6 +61,7 @@ impl Membership {
             topics,
             resubscribe: false,
             coordinator: None,
+            find_coordinator: true,
             epoch: JOIN_EPOCH,
             interval: Duration::from_secs(5),
         };
@@ -112,6 +114,8 @@ struct Heartbeat {
     /// `topics` changed since the coordinator last heard them.
     resubscribe: bool,
     coordinator: Option<Connection>,
+    /// Ask which broker coordinates the group before the next heartbeat.
+    find_coordinator: bool,
     epoch: i32,
     interval: Duration,
 }
@@ -179,16 +183,18 @@ impl Heartbeat {
             | Some(ResponseError::CoordinatorNotAvailable)
             | Some(ResponseError::CoordinatorLoadInProgress) => {
                 tracing::info!(error = %e, "share group coordinator moved; rediscovering");
-                self.coordinator = None;
+                self.find_coordinator = true;
                 RETRY_BACKOFF
             }
             Some(ResponseError::FencedMemberEpoch) | Some(ResponseError::UnknownMemberId) => {
                 tracing::warn!(error = %e, "fenced from share group; rejoining");
+                // The assignment stays until the rejoin answers with the
+                // next one. A share-partition leader checks record locks, not
+                // membership, and forgetting a partition would make it
+                // release the records we hold there: they would be delivered
+                // again after a sink may have written them.
                 self.epoch = JOIN_EPOCH;
-                tx.send_modify(|s| {
-                    s.epoch = JOIN_EPOCH;
-                    s.assignment.clear();
-                });
+                tx.send_modify(|s| s.epoch = JOIN_EPOCH);
                 Duration::ZERO
             }
             Some(code) if !code.is_retriable() => {
@@ -235,7 +241,7 @@ impl Heartbeat {
                 Ok(reply) => return Ok(reply),
                 Err(e) if tokio::time::Instant::now() < deadline && retriable(&e) => {
                     tracing::debug!(error = %e, "joining the share group; retrying");
-                    self.coordinator = None;
+                    self.find_coordinator = true;
                     tokio::time::sleep(RETRY_BACKOFF).await;
                 }
                 Err(e) => return Err(e),
@@ -274,9 +280,16 @@ impl Heartbeat {
         epoch: i32,
         subscription: Option<Vec<TopicName>>,
     ) -> Result<ShareGroupHeartbeatResponse, ShareError> {
-        if self.coordinator.as_ref().is_none_or(|c| !c.is_alive()) {
+        let dead = self.coordinator.as_ref().is_none_or(|c| !c.is_alive());
+        if dead || self.find_coordinator {
             let addr = self.cluster.find_coordinator(&self.group_id).await?;
-            self.coordinator = Some(self.cluster.connect(&addr).await?);
+            // A live connection to the same broker is kept: on librdkafka's
+            // mock, closing any connection ends every share session on that
+            // broker, and with them the locks of the records we hold.
+            if dead || self.coordinator.as_ref().is_some_and(|c| c.addr() != addr) {
+                self.coordinator = Some(self.cluster.connect(&addr).await?);
+            }
+            self.find_coordinator = false;
         }
         let conn = self.coordinator.as_ref().expect("connected above");
         let req = ShareGroupHeartbeatRequest::default()
