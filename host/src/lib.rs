@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod herder;
 pub mod kafka;
+pub mod policy;
 pub mod rest;
 pub mod runtime;
 pub mod task;

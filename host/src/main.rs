@@ -60,24 +60,63 @@ enum Command {
     },
     /// Prints the connector config keys the host reads, as the README's
     /// markdown table.
-    ConfigKeys,
+    ConfigKeys {
+        /// The worker config's keys (`serve --config`) instead.
+        #[arg(long)]
+        worker: bool,
+    },
 }
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    #[arg(long, default_value = "127.0.0.1")]
-    host: std::net::IpAddr,
-    #[arg(long, default_value_t = 8083)]
-    port: u16,
-    /// Kafka bootstrap servers; omit to use the embedded broker.
+    /// The worker config, a properties file as Connect's
+    /// connect-standalone.properties (`spillway config-keys --worker` lists
+    /// its keys); the flags below override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Overrides the IP of `listeners` (default 127.0.0.1).
+    #[arg(long)]
+    host: Option<std::net::IpAddr>,
+    /// Overrides the port of `listeners` (default 8083).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Kafka bootstrap servers (`bootstrap.servers`); omit to use the embedded broker.
     #[arg(long, env = "SPILLWAY_BOOTSTRAP_SERVERS")]
     bootstrap_servers: Option<String>,
-    /// Directory of plugin components (*.wasm).
-    #[arg(long, default_value = "target/plugins")]
-    plugin_dir: PathBuf,
-    /// Where connector configs and target states are kept.
-    #[arg(long, default_value = ".spillway/connectors.json")]
-    state_file: PathBuf,
+    /// Directory of plugin components, *.wasm (`plugin.path`, default target/plugins).
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
+    /// Where connector configs and target states are kept (`config.storage.file`,
+    /// default .spillway/connectors.json).
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The worker config file with the flags over it.
+    fn worker_file(&self) -> Result<spillway::herder::WorkerFile> {
+        let mut overrides = std::collections::BTreeMap::new();
+        let mut set = |key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                overrides.insert(key.to_string(), value);
+            }
+        };
+        set("bootstrap.servers", self.bootstrap_servers.clone());
+        set("plugin.path", self.plugin_dir.as_ref().map(|p| p.display().to_string()));
+        set("config.storage.file", self.state_file.as_ref().map(|p| p.display().to_string()));
+        let mut worker =
+            spillway::herder::WorkerFile::load(self.config.as_deref(), &overrides).map_err(|problems| {
+                let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
+                anyhow::anyhow!("invalid worker config:\n{}", lines.join("\n"))
+            })?;
+        if let Some(host) = self.host {
+            worker.listener.set_ip(host);
+        }
+        if let Some(port) = self.port {
+            worker.listener.set_port(port);
+        }
+        Ok(worker)
+    }
 }
 
 #[derive(clap::Args)]
@@ -123,8 +162,12 @@ fn main() -> Result<()> {
             finish(runtime.block_on(spillway::cli::plugins(&cli.client, command)))
         }
         Command::Loggers { command } => finish(runtime.block_on(spillway::cli::loggers(&cli.client, command))),
-        Command::ConfigKeys => {
-            print!("{}", spillway::task::config::connector_keys().markdown_table());
+        Command::ConfigKeys { worker } => {
+            let keys = match worker {
+                true => spillway::herder::worker_keys(),
+                false => spillway::task::config::connector_keys(),
+            };
+            print!("{}", keys.markdown_table());
             Ok(())
         }
     }
@@ -151,10 +194,11 @@ fn finish(result: Result<String, spillway::cli::CliError>) -> Result<()> {
 }
 
 async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
-    let mut defaults = WorkerDefaults::default();
+    let worker = args.worker_file()?;
+    let mut defaults = WorkerDefaults { policy: worker.policy, ..WorkerDefaults::default() };
     // Keeps the embedded broker alive as long as the worker.
     let mut _embedded = None;
-    let bootstrap = match args.bootstrap_servers {
+    let bootstrap = match worker.bootstrap_servers {
         Some(b) => b,
         None => {
             let broker = EmbeddedBroker::start(1)?;
@@ -166,15 +210,14 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
             b
         }
     };
-    let listener = tokio::net::TcpListener::bind((args.host, args.port))
-        .await
-        .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+    let listener =
+        tokio::net::TcpListener::bind(worker.listener).await.with_context(|| format!("binding {}", worker.listener))?;
     let addr = listener.local_addr()?;
     let config = spillway::herder::WorkerConfig {
         worker_id: addr.to_string(),
         bootstrap_servers: bootstrap,
-        state_file: args.state_file,
-        plugin_dir: args.plugin_dir,
+        state_file: worker.state_file,
+        plugin_dir: worker.plugin_dir,
         defaults,
     };
     let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;

@@ -36,7 +36,7 @@ async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
     let config = WorkerConfig {
         worker_id: "127.0.0.1:0".into(),
         bootstrap_servers: bootstrap.into(),
-        state_file: dir.join("state.json"),
+        state_file: support::worker_state_file(dir),
         plugin_dir: plugin_dir(),
         defaults: WorkerDefaults::default(),
     };

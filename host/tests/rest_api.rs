@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use spillway::herder::{Herder, WorkerConfig};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
+use spillway::policy::{AddrPattern, GrantPolicy};
 use spillway::rest::{self, LogLevels};
 use spillway::runtime::Runtime;
 use spillway::task::WorkerDefaults;
@@ -58,6 +59,10 @@ struct Host {
 
 impl Host {
     async fn start(bootstrap: &str, state_file: &Path, plugin_dir: &Path) -> Host {
+        Host::start_with(bootstrap, state_file, plugin_dir, WorkerDefaults::default()).await
+    }
+
+    async fn start_with(bootstrap: &str, state_file: &Path, plugin_dir: &Path, defaults: WorkerDefaults) -> Host {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
         let config = WorkerConfig {
@@ -65,7 +70,7 @@ impl Host {
             bootstrap_servers: bootstrap.to_string(),
             state_file: state_file.to_path_buf(),
             plugin_dir: plugin_dir.to_path_buf(),
-            defaults: WorkerDefaults::default(),
+            defaults,
         };
         let runtime = Runtime::new(&cache_dir()).expect("runtime");
         let herder = Herder::start(config, runtime).await.expect("herder starts");
@@ -784,7 +789,7 @@ async fn a_capability_end_to_end_granted_and_not() {
     assert!(trace.contains("plugin.grant.object-store.<name>"), "{status:#}");
 
     // Old grant spellings validate, with a warning naming the new one.
-    let old = config("noop-sink", &topic, 1, &[("name", "old"), ("plugin.grant.fs.dirs", "/tmp")]);
+    let old = config("noop-sink", &topic, 1, &[("name", "old"), ("plugin.grant.fs.dirs", "/srv/spillway")]);
     let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(old)).await;
     assert_eq!((status, infos["error_count"].as_u64()), (200, Some(0)), "{infos:#}");
     let warnings = infos["warnings"].to_string();
@@ -1292,5 +1297,73 @@ async fn plugins_are_uploaded_reloaded_and_listed_by_version() {
     let (_, listed) = host.get("/connector-plugins").await;
     let versions: Vec<&str> = listed.as_array().unwrap().iter().map(|p| p["version"].as_str().unwrap()).collect();
     assert_eq!(versions, ["0.2.0"]);
+    host.shutdown().await;
+}
+
+/// The worker's policy caps what a connector config may grant: each ask
+/// beyond it is a 400 on create and an error on its key at validation,
+/// naming the ceiling; and the worker's own files are never granted, even
+/// under a directory the policy allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_policy_caps_what_a_connector_may_be_granted() {
+    let env = env();
+    let topic = env.topic("policed", 1);
+    let allowed = env.dir.path().join("allowed");
+    std::fs::create_dir_all(allowed.join("data")).unwrap();
+    let mut policy = GrantPolicy::default();
+    policy.fs_dirs = vec![allowed.clone()];
+    policy.net_connect = vec![AddrPattern::parse("127.0.0.1:*").unwrap()];
+    policy.memory_max_bytes = Some(32 << 20);
+    policy.tasks_max = Some(2);
+    let state_file = allowed.join("worker/state.json");
+    let defaults = WorkerDefaults { policy, ..Default::default() };
+    let host = Host::start_with(&env.bootstrap, &state_file, &plugin_dir(), defaults).await;
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (elsewhere, worker_dir, data) =
+        (path(&env.dir.path().join("elsewhere")), path(&allowed.join("worker")), path(&allowed.join("data")));
+    let asks: [(&str, &str, &str); 5] = [
+        ("plugin.grant.fs.out.path", &elsewhere, "outside what the worker's policy.fs.dirs allows"),
+        ("plugin.grant.fs.state.path", &worker_dir, "holds the worker's state file"),
+        (
+            "plugin.grant.net.db.connect",
+            "10.0.0.1:5432",
+            "outside what the worker's policy.net.connect allows (127.0.0.1/32:*)",
+        ),
+        ("tasks.max", "3", "above the worker's policy.tasks.max (2)"),
+        ("plugin.memory.max.bytes", "67108864", "above the worker's policy.plugin.memory.max.bytes (33554432)"),
+    ];
+    for (key, value, reason) in asks {
+        let (status, body) = host
+            .call(
+                Method::POST,
+                "/connectors",
+                Some(json!({"name": "greedy", "config": config("noop-sink", &topic, 1, &[(key, value)])})),
+            )
+            .await;
+        let message = assert_error(status, &body, 400);
+        assert!(message.contains(key) && message.contains(reason), "{key}={value}: {message}");
+    }
+    let mut all: Vec<(&str, &str)> = asks.iter().map(|(k, v, _)| (*k, *v)).collect();
+    all.push(("name", "greedy"));
+    let (status, infos) = host
+        .call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(config("noop-sink", &topic, 1, &all)))
+        .await;
+    assert_eq!((status, infos["error_count"].as_u64()), (200, Some(5)), "{infos:#}");
+    for (key, _, reason) in asks {
+        let errors = infos["configs"].as_array().unwrap().iter().find(|c| c["value"]["name"] == key);
+        let errors = errors.map(|c| c["value"]["errors"].to_string()).unwrap_or_default();
+        assert!(errors.contains(reason), "{key}: {errors}");
+    }
+    let (status, connectors) = host.get("/connectors").await;
+    assert_eq!((status, connectors), (200, json!([])), "nothing refused was created");
+
+    // Within every ceiling.
+    let modest = [
+        ("plugin.grant.fs.out.path", data.as_str()),
+        ("plugin.grant.net.db.connect", "127.0.0.1:5432"),
+        ("tasks.max", "2"),
+    ];
+    host.create("modest", config("noop-sink", &topic, 2, &modest)).await;
+    host.wait_status("modest", "2 tasks RUNNING", |s| task_states(s) == vec!["RUNNING", "RUNNING"]).await;
     host.shutdown().await;
 }

@@ -301,6 +301,18 @@ async fn compiled_plugins_are_cached_on_disk_by_digest() {
     let again = restarted.load_file(&plugin_path("noop-sink")).await.unwrap();
     assert_eq!(restarted.compilations(), 0);
     assert_eq!(again.digest, plugin.digest);
+
+    // Deserializing runs native code unchecked: an entry changed behind the
+    // host's back (here one byte) is never loaded, but compiled again.
+    let entry = dir.path().join(cached.iter().find(|f| f.ends_with(".cwasm")).unwrap());
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    let after_tampering = Runtime::new(dir.path()).unwrap();
+    after_tampering.load_file(&plugin_path("noop-sink")).await.unwrap();
+    assert_eq!(after_tampering.compilations(), 1, "a changed entry is compiled again, not deserialized");
+    assert_ne!(std::fs::read(&entry).unwrap(), bytes, "and replaced");
 }
 
 /// A component that exports the sink-task instance at `version` and imports

@@ -22,6 +22,12 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { key: key.into(), message: message.into() }
+    }
+}
+
 /// An ordered table of keys. A key given in a config belongs to the def of
 /// the same name, else to the first pattern that matches it, else to none
 /// (and is passed through unchecked, as Connect passes unknown keys).
@@ -239,6 +245,24 @@ impl Values<'_> {
     pub fn originals_with_prefix(&self, prefix: &str) -> impl Iterator<Item = (&str, &str)> {
         self.originals.iter().filter_map(move |(k, v)| Some((k.strip_prefix(prefix)?, v.as_str())))
     }
+}
+
+/// Fails unless README.md holds `def`'s markdown table verbatim between
+/// `<!-- {marker}:begin -->` and `<!-- {marker}:end -->`; `command` is the
+/// `spillway` subcommand that prints it.
+#[cfg(test)]
+pub(crate) fn assert_readme_documents(def: &ConfigDef, marker: &str, command: &str) {
+    let (begin, end) = (format!("<!-- {marker}:begin -->\n"), format!("<!-- {marker}:end -->"));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let table = def.markdown_table();
+    let documented = readme.split_once(&begin).and_then(|(_, rest)| rest.split_once(&end)).map(|(t, _)| t.trim());
+    assert!(
+        documented == Some(table.trim()),
+        "README.md's {marker} differ from their table. Regenerate them with `cargo run --release -p spillway -- \
+         {command}` and put the output between the lines `{}` and `{end}` in README.md. Expected:\n\n{table}",
+        begin.trim_end()
+    );
 }
 
 #[cfg(test)]

@@ -10,9 +10,11 @@ mod store;
 pub mod types;
 mod validate;
 mod worker;
+mod worker_file;
 
 pub use plugins::{PluginRegistry, ScanReport};
 pub use types::*;
+pub use worker_file::{WorkerFile, worker_keys};
 
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::runtime::Runtime;

@@ -123,7 +123,11 @@ fn not_found(name: &str) -> HerderError {
 }
 
 impl Worker {
-    pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
+    pub async fn start(mut config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
+        let policy = &mut config.defaults.policy;
+        policy.protect(&config.state_file, "state file");
+        policy.protect(runtime.cache_dir(), "compiled-plugin cache");
+        policy.protect(&config.plugin_dir, "plugin directory");
         let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
         let store = StateStore::new(&config.state_file);
         let mut stored = store.load()?;

@@ -45,6 +45,10 @@ impl ComponentCache {
         Ok((digest, component))
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// How many plugins this cache had to compile (not found in memory or on disk).
     pub fn compilations(&self) -> u64 {
         self.compilations.load(Ordering::Relaxed)
@@ -57,14 +61,20 @@ impl ComponentCache {
         format!("{:016x}", hasher.finish())
     }
 
+    /// A cache entry, if it is one this host wrote: its bytes must have the
+    /// digest recorded beside them when they were written, since
+    /// deserializing runs them as native code unchecked.
     fn read(&self, path: &Path) -> Option<Component> {
-        if !path.exists() {
+        let bytes = std::fs::read(path).ok()?;
+        let recorded = std::fs::read_to_string(digest_path(path)).unwrap_or_default();
+        if recorded.trim() != hex::encode(Sha256::digest(&bytes)) {
+            tracing::warn!(path = %path.display(), "cache entry does not match its recorded digest; recompiling");
             return None;
         }
-        // SAFETY: the file was written by `compile_and_store` of an engine with
-        // the same compatibility hash (it is in the name), in a directory that
-        // belongs to this host.
-        match unsafe { Component::deserialize_file(&self.engine, path) } {
+        // SAFETY: the bytes are what `compile_and_store` wrote (their digest
+        // is the one it recorded), from an engine with the same compatibility
+        // hash (it is in the name).
+        match unsafe { Component::deserialize(&self.engine, &bytes) } {
             Ok(component) => {
                 tracing::debug!(path = %path.display(), "compiled plugin loaded from cache");
                 Some(component)
@@ -83,12 +93,23 @@ impl ComponentCache {
             Component::new(&self.engine, wasm).map_err(anyhow::Error::from).context("compiling plugin component")?;
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "compiled plugin");
         let bytes = component.serialize().map_err(anyhow::Error::from).context("serializing compiled plugin")?;
-        // Write then rename: a crash never leaves a half-written artifact.
-        // A name of its own: tasks of one process may compile the same plugin at once.
-        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .with_context(|| format!("writing {}", path.display()))?;
+        // The digest goes first: an entry is never there without it.
+        write_atomically(&digest_path(path), hex::encode(Sha256::digest(&bytes)).as_bytes())?;
+        write_atomically(path, &bytes)?;
         Ok(component)
     }
+}
+
+/// Where the digest of the entry at `path` is recorded.
+fn digest_path(path: &Path) -> PathBuf {
+    path.with_extension("cwasm.sha256")
+}
+
+/// Write then rename: a crash never leaves a half-written file. A name of
+/// its own: tasks of one process may compile the same plugin at once.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("writing {}", path.display()))
 }

@@ -90,6 +90,11 @@ impl Runtime {
         &self.inner.engine
     }
 
+    /// Where compiled plugins are kept.
+    pub fn cache_dir(&self) -> &Path {
+        self.inner.cache.dir()
+    }
+
     /// Plugins compiled since start: a restart with a warm cache compiles none.
     pub fn compilations(&self) -> u64 {
         self.inner.cache.compilations()

@@ -5,9 +5,12 @@ use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
 use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
 use crate::kafka::share::TOPICS_REGEX_REFRESH;
+use crate::policy::{Asked, GrantPolicy, Requested};
 use crate::runtime::Limits;
 use regex::Regex;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -96,16 +99,18 @@ pub struct ErrorPolicy {
     pub retry_delay_max: Duration,
 }
 
-/// Worker-level defaults a connector config may override.
+/// What the worker decides for its connectors: defaults a connector config
+/// may override, and the ceilings it may not pass.
 #[derive(Clone, Debug)]
 pub struct WorkerDefaults {
     /// `consumer.group.protocol`: `share` unless the worker says otherwise.
     pub group_protocol: GroupProtocol,
+    pub policy: GrantPolicy,
 }
 
 impl Default for WorkerDefaults {
     fn default() -> Self {
-        WorkerDefaults { group_protocol: GroupProtocol::Share }
+        WorkerDefaults { group_protocol: GroupProtocol::Share, policy: GrantPolicy::default() }
     }
 }
 
@@ -195,10 +200,23 @@ impl ConnectorConfig {
 
         // The casts here and below are of values the table's validators keep
         // at least 0 (memory) or 1 (tasks, batch size).
-        let limits = Limits {
+        let mut limits = Limits {
             memory_bytes: values.long("plugin.memory.max.bytes") as usize,
             call_timeout: millis(values.long("plugin.call.timeout.ms")),
         };
+        let mut tasks_max = values.int("tasks.max") as u32;
+        let (dirs, connect) = granted_places(raw);
+        let (mut refused, lowered) = worker.policy.check(&Requested {
+            dirs,
+            connect,
+            memory_bytes: (limits.memory_bytes as u64, given("plugin.memory.max.bytes")),
+            call_timeout: (limits.call_timeout, given("plugin.call.timeout.ms")),
+            tasks_max: (tasks_max, given("tasks.max")),
+        });
+        problems.append(&mut refused);
+        limits.memory_bytes = lowered.memory_bytes.map_or(limits.memory_bytes, |b| b as usize);
+        limits.call_timeout = lowered.call_timeout.unwrap_or(limits.call_timeout);
+        tasks_max = lowered.tasks_max.unwrap_or(tasks_max);
         // `Grants` checks what the table cannot (paths, addresses, unknown
         // capabilities); it stops at its first error.
         let grants = Grants::from_config(raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_else(|e| {
@@ -225,7 +243,7 @@ impl ConnectorConfig {
             name,
             plugin: values.string("connector.class").to_string(),
             plugin_pick: PluginPick::of(raw),
-            tasks_max: values.int("tasks.max") as u32,
+            tasks_max,
             topics,
             topics_regex,
             topics_refresh,
@@ -347,6 +365,27 @@ fn check_digest(digest: &str) -> Result<(), String> {
             Err(format!("'{digest}' is not a digest: write sha256: and 64 hex digits, as GET /connector-plugins shows"))
         }
     }
+}
+
+/// The directories and addresses a config grants, each with its key, for
+/// the worker's policy. What does not parse is left out: `Grants` refuses it.
+fn granted_places(raw: &BTreeMap<String, String>) -> (Asked<'_, PathBuf>, Asked<'_, SocketAddr>) {
+    let (mut dirs, mut connect) = (Vec::new(), Vec::new());
+    let named = |key: &str, capability: &str, setting: &str| {
+        key.strip_prefix(capabilities::GRANT_PREFIX)
+            .and_then(|k| k.strip_prefix(capability))
+            .and_then(|k| k.strip_suffix(setting))
+            .is_some_and(|name| !name.is_empty() && !name.contains('.'))
+    };
+    for (key, value) in raw {
+        let list = value.split(',').map(str::trim).filter(|s| !s.is_empty());
+        if key == "plugin.grant.fs.dirs" || named(key, "fs.", ".path") {
+            dirs.extend(list.map(|dir| (key.as_str(), PathBuf::from(dir))));
+        } else if key == "plugin.grant.net.connect" || named(key, "net.", ".connect") {
+            connect.extend(list.filter_map(|addr| addr.parse().ok()).map(|addr| (key.as_str(), addr)));
+        }
+    }
+    (dirs, connect)
 }
 
 /// Milliseconds the table keeps non-negative.
@@ -654,7 +693,7 @@ mod tests {
         assert!(classic.consumer_overrides.contains(&("group.protocol".into(), "classic".into())));
         assert!(!shared.consumer_overrides.iter().any(|(k, _)| k == "group.protocol"));
 
-        let classic_worker = WorkerDefaults { group_protocol: GroupProtocol::Classic };
+        let classic_worker = WorkerDefaults { group_protocol: GroupProtocol::Classic, ..Default::default() };
         let over =
             ConnectorConfig::parse(&config(&[("consumer.override.group.protocol", "share")]), &classic_worker).unwrap();
         assert_eq!(over.group_protocol, GroupProtocol::Share);
@@ -1061,18 +1100,6 @@ mod tests {
     /// The README's table is `connector_keys().markdown_table()`, verbatim.
     #[test]
     fn readme_documents_the_table() {
-        const BEGIN: &str = "<!-- connector-keys:begin -->\n";
-        const END: &str = "<!-- connector-keys:end -->";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let table = connector_keys().markdown_table();
-        let documented = readme.split_once(BEGIN).and_then(|(_, rest)| rest.split_once(END)).map(|(t, _)| t.trim());
-        assert!(
-            documented == Some(table.trim()),
-            "README.md's connector keys differ from the table in host/src/task/config.rs. Regenerate them with \
-             `cargo run --release -p spillway -- config-keys` and put the output between the lines `{}` and `{END}` \
-             in README.md. Expected:\n\n{table}",
-            BEGIN.trim_end()
-        );
+        crate::config::assert_readme_documents(connector_keys(), "connector-keys", "config-keys");
     }
 }

@@ -30,7 +30,7 @@ pub async fn start_herder_with_plugins(broker: &Broker, dir: &Path, plugins: &Pa
     let config = WorkerConfig {
         worker_id: "127.0.0.1:0".into(),
         bootstrap_servers: broker.bootstrap.clone(),
-        state_file: dir.join("state.json"),
+        state_file: super::worker_state_file(dir),
         plugin_dir: plugins.to_path_buf(),
         defaults: WorkerDefaults::default(),
     };

@@ -7,6 +7,14 @@ pub mod herder;
 pub mod noida;
 pub mod worker;
 
+/// Where a test worker whose data is in `dir` keeps its state file: beside
+/// `dir`, not in it, because the grant policy refuses a connector a
+/// directory that holds the worker's state.
+pub fn worker_state_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let name = dir.file_name().expect("a directory with a name").to_string_lossy();
+    dir.with_file_name(format!("{name}.worker-state.json"))
+}
+
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use std::collections::HashMap;

@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 pub const PATIENCE: Duration = Duration::from_secs(90);
 
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// `spillway serve` on a free port, with its state in `dir`.
 pub struct Worker {
     child: Child,
@@ -17,14 +21,20 @@ pub struct Worker {
 impl Worker {
     /// A worker logging to `dir/<log>` in `log_format` (text or json).
     pub async fn start(bootstrap: &str, dir: &Path, log_format: &str, log: &str) -> Worker {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Worker::start_with(bootstrap, dir, log_format, log, &[]).await
+    }
+
+    /// Like [`Worker::start`], with more arguments for `serve`.
+    pub async fn start_with(bootstrap: &str, dir: &Path, log_format: &str, log: &str, serve: &[&str]) -> Worker {
+        let port = free_port();
         let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
         let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
             .args(["--cache-dir", std::env::temp_dir().join("spillway-test-cache").to_str().unwrap()])
             .args(["serve", "--port", &port.to_string(), "--bootstrap-servers", bootstrap])
             .args(["--plugin-dir", plugins.to_str().unwrap()])
-            .args(["--state-file", dir.join("connectors.json").to_str().unwrap()])
+            .args(["--state-file", super::worker_state_file(dir).to_str().unwrap()])
             .args(["--log-format", log_format])
+            .args(serve)
             .env("RUST_LOG", std::env::var("SPILLWAY_TEST_WORKER_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             // A file, not a terminal: the log must come without colour codes.
@@ -40,6 +50,15 @@ impl Worker {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         worker
+    }
+
+    /// The status and JSON body of a request.
+    #[allow(dead_code)]
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+        let response =
+            reqwest::Client::new().request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> Value {

@@ -1,0 +1,226 @@
+//! The worker's own configuration, as Connect's
+//! `connect-standalone.properties`: `spillway serve --config worker.properties`
+//! reads it, and the command's flags override what it says. Its keys live in
+//! one table, [`worker_keys`], which drives parsing, validation and README's
+//! table (`spillway config-keys --worker`).
+
+use crate::config::{ConfigDef, Importance, KeyDef, Problem, Type, Validator, Value};
+use crate::policy::GrantPolicy;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// What the worker config file and the flags over it say.
+#[derive(Clone, Debug)]
+pub struct WorkerFile {
+    /// `listeners`: where the REST API listens.
+    pub listener: SocketAddr,
+    /// `bootstrap.servers`; `None` starts the embedded broker.
+    pub bootstrap_servers: Option<String>,
+    /// `plugin.path`.
+    pub plugin_dir: PathBuf,
+    /// `config.storage.file`.
+    pub state_file: PathBuf,
+    /// `policy.*`.
+    pub policy: GrantPolicy,
+}
+
+impl WorkerFile {
+    /// Reads `path` (a Java properties file) if given, then `overrides`
+    /// (key to value, from flags) over it. Every problem is reported, each
+    /// on its key; a key the table lacks is one too, since a typo in the
+    /// operator's policy must not silently grant more.
+    pub fn load(path: Option<&Path>, overrides: &BTreeMap<String, String>) -> Result<Self, Vec<Problem>> {
+        let mut raw = match path {
+            Some(path) => read_properties(path)?,
+            None => BTreeMap::new(),
+        };
+        raw.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Self::parse(&raw)
+    }
+
+    pub fn parse(raw: &BTreeMap<String, String>) -> Result<Self, Vec<Problem>> {
+        let keys = worker_keys();
+        let (values, mut problems) = keys.parse(raw);
+        for key in raw.keys().filter(|k| keys.find(k).is_none()) {
+            problems
+                .push(Problem::new(key.as_str(), "not a worker config key (spillway config-keys --worker lists them)"));
+        }
+        let listener = parse_listener(values.string("listeners")).unwrap_or_else(|e| {
+            problems.push(Problem::new("listeners", e));
+            SocketAddr::from(([127, 0, 0, 1], 8083))
+        });
+        let policy = GrantPolicy::from_worker(&values).unwrap_or_else(|mut more| {
+            problems.append(&mut more);
+            GrantPolicy::default()
+        });
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(WorkerFile {
+            listener,
+            bootstrap_servers: Some(values.string("bootstrap.servers").to_string()).filter(|b| !b.is_empty()),
+            plugin_dir: PathBuf::from(values.string("plugin.path")),
+            state_file: PathBuf::from(values.string("config.storage.file")),
+            policy,
+        })
+    }
+}
+
+/// `http://HOST:PORT`, one listener (HTTPS comes with REST security).
+fn parse_listener(listeners: &str) -> Result<SocketAddr, String> {
+    let bad = || format!("'{listeners}' is not one http://IP:PORT listener");
+    let rest = listeners.trim().strip_prefix("http://").ok_or_else(bad)?;
+    let addr = rest.strip_suffix('/').unwrap_or(rest);
+    let addr = match addr.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => addr.to_string(),
+    };
+    addr.parse().map_err(|_| bad())
+}
+
+/// A properties file as Java reads one (`key=value`, `key: value`, `#` and
+/// `!` comments, `\` continuations and escapes).
+fn read_properties(path: &Path) -> Result<BTreeMap<String, String>, Vec<Problem>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| vec![Problem::new("--config", format!("cannot read {}: {e}", path.display()))])?;
+    let map = java_properties::read(std::io::BufReader::new(file))
+        .map_err(|e| vec![Problem::new("--config", format!("{}: {e}", path.display()))])?;
+    Ok(map.into_iter().collect())
+}
+
+/// Every key of the worker config: names, types, defaults, checks and
+/// documentation, in one place.
+pub fn worker_keys() -> &'static ConfigDef {
+    static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
+        use Importance::{High, Medium};
+        let key = KeyDef::new;
+        let no_ceiling = || {
+            Validator::new("-1 (no ceiling), or at least 1", |v| match v {
+                Value::Int(-1) | Value::Long(-1) => Ok(()),
+                Value::Int(n) if *n >= 1 => Ok(()),
+                Value::Long(n) if *n >= 1 => Ok(()),
+                _ => Err("Value must be -1 (no ceiling) or at least 1".into()),
+            })
+        };
+        ConfigDef::new()
+            .group(
+                "Worker",
+                [
+                    key(
+                        "bootstrap.servers",
+                        Type::String,
+                        High,
+                        "Kafka bootstrap servers; empty starts the embedded broker (classic groups only).",
+                    )
+                    .with_default(""),
+                    key("listeners", Type::String, High, "Where the REST API listens: one http://IP:PORT.")
+                        .with_default("http://127.0.0.1:8083"),
+                    key("plugin.path", Type::String, High, "Directory of plugin components (*.wasm).")
+                        .with_default("target/plugins"),
+                    key(
+                        "config.storage.file",
+                        Type::String,
+                        High,
+                        "File that keeps connector configs and target states across restarts.",
+                    )
+                    .with_default(".spillway/connectors.json"),
+                ],
+            )
+            .group(
+                "Grant policy",
+                [
+                    key(
+                        "policy.fs.dirs",
+                        Type::List,
+                        High,
+                        "Absolute directories under which a directory grant (plugin.grant.fs.<name>.path, \
+                         plugin.grant.fs.dirs) may point; empty allows any. The worker's state file, \
+                         compiled-plugin cache and plugin directory, and any directory holding them, are never \
+                         granted.",
+                    )
+                    .with_default(""),
+                    key(
+                        "policy.net.connect",
+                        Type::List,
+                        High,
+                        "Addresses a plugin.grant.net.<name>.connect may name: IP[/PREFIX]:PORT or \
+                         IP[/PREFIX]:* (IPv6 in brackets), e.g. 10.0.0.0/8:5432, 127.0.0.1:*; empty allows any.",
+                    )
+                    .with_default(""),
+                    key(
+                        "policy.plugin.memory.max.bytes",
+                        Type::Long,
+                        Medium,
+                        "Largest plugin.memory.max.bytes a connector may ask for; a connector that does not ask \
+                         gets the smaller of its default and this.",
+                    )
+                    .with_default("-1")
+                    .with_validator(no_ceiling()),
+                    key(
+                        "policy.plugin.call.timeout.ms",
+                        Type::Long,
+                        Medium,
+                        "Largest plugin.call.timeout.ms a connector may ask for; a connector that does not ask \
+                         gets the smaller of its default and this.",
+                    )
+                    .with_default("-1")
+                    .with_validator(no_ceiling()),
+                    key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")
+                        .with_default("-1")
+                        .with_validator(no_ceiling()),
+                ],
+            )
+    });
+    &KEYS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_file_is_read_as_java_properties_and_flags_override_it() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "# a comment\nbootstrap.servers = kafka:9092\nlisteners=http://0.0.0.0:8084\n\
+             policy.fs.dirs=/srv/a, \\\n  /srv/b\npolicy.net.connect: 10.0.0.0/8:5432\npolicy.tasks.max=8"
+        )
+        .unwrap();
+        let overrides = BTreeMap::from([("plugin.path".to_string(), "/opt/plugins".to_string())]);
+        let worker = WorkerFile::load(Some(file.path()), &overrides).unwrap();
+        assert_eq!(worker.bootstrap_servers.as_deref(), Some("kafka:9092"));
+        assert_eq!(worker.listener, "0.0.0.0:8084".parse().unwrap());
+        assert_eq!(worker.plugin_dir, PathBuf::from("/opt/plugins"));
+        assert_eq!(worker.state_file, PathBuf::from(".spillway/connectors.json"), "the default");
+        assert_eq!(worker.policy.fs_dirs, [PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);
+        assert_eq!(worker.policy.net_connect.len(), 1);
+        assert_eq!((worker.policy.tasks_max, worker.policy.memory_max_bytes), (Some(8), None));
+    }
+
+    #[test]
+    fn readme_documents_the_table() {
+        crate::config::assert_readme_documents(worker_keys(), "worker-keys", "config-keys --worker");
+    }
+
+    #[test]
+    fn every_problem_is_reported_on_its_key() {
+        let raw: BTreeMap<String, String> = [
+            ("listeners", "https://example:1"),
+            ("policy.fs.dirs", "relative"),
+            ("policy.net.connect", "db.internal:5432"),
+            ("policy.tasks.max", "0"),
+            ("policy.fs.dir", "/typo"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let problems = WorkerFile::parse(&raw).unwrap_err();
+        let mut keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        keys.sort();
+        assert_eq!(keys, ["listeners", "policy.fs.dir", "policy.fs.dirs", "policy.net.connect", "policy.tasks.max"]);
+    }
+}
