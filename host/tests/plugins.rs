@@ -34,9 +34,19 @@ async fn herder_with_both_builds(broker: &Broker) -> (tempfile::TempDir, Herder)
     (dir, herder)
 }
 
+/// Where the connectors of a test in `dir` write: a directory of its own,
+/// since a connector may not be granted the one that holds the worker's
+/// plugins.
+fn data_dir(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    data
+}
+
 /// A misbehave connector recording `<key>\t<delivery>\t<version>` lines into
-/// `dir/<name>-keys-<task>.txt`.
+/// `dir/data/<name>-keys-<task>.txt`.
 fn connector(name: &str, topic: &str, dir: &Path, tasks: u32, extra: &[(&str, &str)]) -> ConfigMap {
+    let dir = &data_dir(dir);
     let record_file = dir.join(format!("{name}-keys-{{task}}.txt"));
     let tasks = tasks.to_string();
     let base = [
@@ -64,7 +74,7 @@ struct Line {
 fn lines(dir: &Path, name: &str) -> Vec<Line> {
     let mut lines = Vec::new();
     for task in 0..8 {
-        let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}-keys-{task}.txt"))) else { continue };
+        let Ok(text) = std::fs::read_to_string(data_dir(dir).join(format!("{name}-keys-{task}.txt"))) else { continue };
         for line in text.lines() {
             let fields: Vec<&str> = line.split('\t').collect();
             assert_eq!(fields.len(), 3, "key<TAB>delivery<TAB>version: {line:?}");
@@ -431,13 +441,14 @@ async fn a_sink_in_another_language_writes_each_record_once(plugin: &str) {
     std::fs::copy(example_plugin(&file), plugins.join(&file)).unwrap();
     let herder = start_herder_with_plugins(&broker, dir.path(), &plugins).await;
     let topic = unique(plugin);
-    let out = dir.path().join(format!("{plugin}-{{task}}.jsonl"));
+    let data = data_dir(dir.path());
+    let out = data.join(format!("{plugin}-{{task}}.jsonl"));
     let config: ConfigMap = [
         ("name", plugin),
         ("connector.class", plugin),
         ("topics", &topic),
         ("tasks.max", "2"),
-        ("plugin.grant.fs.out.path", dir.path().to_str().unwrap()),
+        ("plugin.grant.fs.out.path", data.to_str().unwrap()),
         ("file", out.to_str().unwrap()),
         ("fields", "topic,partition,offset,key,value"),
         ("flush.interval.ms", "500"),
@@ -451,12 +462,12 @@ async fn a_sink_in_another_language_writes_each_record_once(plugin: &str) {
     let keys = produce(&broker.bootstrap, &topic, 2000).await;
     let prefix = format!("{plugin}-");
     let deadline = Instant::now() + Duration::from_secs(90);
-    while support::file_sink_keys(dir.path(), &prefix).len() < keys.len() {
+    while support::file_sink_keys(&data, &prefix).len() < keys.len() {
         assert!(Instant::now() < deadline, "{plugin}: not every record was written");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await; // late duplicates would show now
-    assert_each_exactly_once(&support::file_sink_keys(dir.path(), &prefix), &keys, plugin);
+    assert_each_exactly_once(&support::file_sink_keys(&data, &prefix), &keys, plugin);
     herder.shutdown().await.unwrap();
 }
 

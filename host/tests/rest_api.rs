@@ -7,7 +7,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use spillway::herder::{Herder, WorkerConfig};
+use spillway::herder::{Herder, WorkerConfig, WorkerFile};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::policy::{AddrPattern, GrantPolicy};
@@ -1365,5 +1365,93 @@ async fn the_workers_policy_caps_what_a_connector_may_be_granted() {
     ];
     host.create("modest", config("noop-sink", &topic, 2, &modest)).await;
     host.wait_status("modest", "2 tasks RUNNING", |s| task_states(s) == vec!["RUNNING", "RUNNING"]).await;
+    host.shutdown().await;
+}
+
+/// A grant's credential shows as [hidden] in every answer that shows a
+/// config, and one sent back as [hidden] keeps its value. A config
+/// provider's placeholder shows as written and is resolved in the host; one
+/// that cannot be resolved is a 400 on its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_hidden_and_config_providers_resolve_them_in_the_host() {
+    let env = env();
+    let topic = env.topic("secrets", 1);
+    let secrets = env.dir.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let file = secrets.join("s3.properties");
+    std::fs::write(&file, "secret=from-the-file\n").unwrap();
+    let worker: std::collections::BTreeMap<String, String> = [
+        ("config.providers", "file".to_string()),
+        ("config.providers.file.param.allowed.paths", secrets.display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let defaults = WorkerDefaults { providers: WorkerFile::parse(&worker).unwrap().providers, ..Default::default() };
+    let state_file = env.dir.path().join("state.json");
+    let host = Host::start_with(&env.bootstrap, &state_file, &plugin_dir(), defaults).await;
+
+    let placeholder = format!("${{file:{}:secret}}", file.display());
+    let bucket = format!("file://{}", env.dir.path().join("bucket").display());
+    let grants = [
+        ("plugin.grant.object-store.a.url", bucket.as_str()),
+        ("plugin.grant.object-store.a.access.key.id", "AKIAEXAMPLE"),
+        ("plugin.grant.object-store.a.secret.access.key", placeholder.as_str()),
+        ("plugin.grant.object-store.b.url", bucket.as_str()),
+        ("plugin.grant.object-store.b.access.key.id", "AKIAOTHER"),
+        ("plugin.grant.object-store.b.secret.access.key", "literal-secret"),
+    ];
+    let (status, body) = host
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": "keeper", "config": config("object-sink", &topic, 1, &grants), "initial_state": "STOPPED"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let shown = |config: &Value| {
+        (
+            config["plugin.grant.object-store.a.secret.access.key"].clone(),
+            config["plugin.grant.object-store.b.secret.access.key"].clone(),
+            config["plugin.grant.object-store.b.access.key.id"].clone(),
+        )
+    };
+    let expected = (json!(placeholder), json!("[hidden]"), json!("AKIAOTHER"));
+    assert_eq!(shown(&body["config"]), expected, "the create's answer");
+    let (_, read) = host.get("/connectors/keeper/config").await;
+    assert_eq!(shown(&read), expected, "GET config");
+    let (_, info) = host.get("/connectors/keeper").await;
+    assert_eq!(shown(&info["config"]), expected, "GET connector");
+    let (_, listed) = host.get("/connectors?expand=info").await;
+    assert_eq!(shown(&listed["keeper"]["info"]["config"]), expected, "GET connectors?expand=info");
+
+    // Read, changed and written back: the hidden secret keeps its value.
+    let mut changed = read.clone();
+    changed["errors.retry.timeout"] = json!("1000");
+    let (status, body) = host.call(Method::PUT, "/connectors/keeper/config", Some(changed)).await;
+    assert_eq!(status, 200, "{body}");
+    let stored = std::fs::read_to_string(&state_file).unwrap();
+    assert!(stored.contains("literal-secret") && !stored.contains("from-the-file"), "{stored}");
+    assert!(stored.contains(&placeholder.replace('\\', "\\\\")), "the placeholder is stored as written: {stored}");
+
+    // Resolved for validation: a key the file lacks is refused on its key.
+    let missing = format!("${{file:{}:nokey}}", file.display());
+    let bad = [
+        ("plugin.grant.object-store.a.url", bucket.as_str()),
+        ("plugin.grant.object-store.a.secret.access.key", missing.as_str()),
+    ];
+    let (status, body) = host
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": "bad", "config": config("object-sink", &topic, 1, &bad)})),
+        )
+        .await;
+    let message = assert_error(status, &body, 400);
+    assert!(
+        message.contains("plugin.grant.object-store.a.secret.access.key") && message.contains("has no key nokey"),
+        "{message}"
+    );
+    assert!(!message.contains("from-the-file"), "{message}");
     host.shutdown().await;
 }

@@ -8,9 +8,11 @@
 
 mod key;
 mod pattern;
+pub mod providers;
 
 pub use key::{Importance, KeyDef, Password, Type, Validator, Value};
 pub use pattern::Segment;
+pub use providers::ConfigProviders;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -91,13 +91,16 @@ pub async fn validate(
     match plugin {
         Err(Refusal { key, message }) => errors.entry(key.into()).or_default().push(message),
         Ok(plugin) => {
+            // The plugin checks what it would be given: placeholders
+            // resolved (the table reported those that cannot be).
+            let (resolved, _) = defaults.providers.resolve(config);
             for key in &plugin.metadata.config {
-                if let Some(message) = check_value(key, config.get(&key.name)) {
+                if let Some(message) = check_value(key, resolved.get(&key.name)) {
                     errors.entry(key.name.clone()).or_default().push(message);
                 }
             }
             keys.extend(plugin_key_infos(plugin));
-            for e in plugin_validate(runtime, plugin, config).await {
+            for e in plugin_validate(runtime, plugin, &resolved).await {
                 errors.entry(e.0).or_default().push(e.1);
             }
         }
@@ -158,7 +161,37 @@ fn config_infos(
 /// the host's table says so or the plugin declares a PASSWORD.
 fn shown_value(config: &ConfigMap, key: &str, plugin_password: bool) -> Option<String> {
     let secret = plugin_password || connector_keys().is_secret(key);
-    config.get(key).map(|v| if secret { "[hidden]".into() } else { v.clone() })
+    config.get(key).map(|v| if secret { HIDDEN.into() } else { v.clone() })
+}
+
+/// What a secret key's value shows as, wherever a config is shown.
+pub const HIDDEN: &str = "[hidden]";
+
+/// A secret key: the host's table says so, or `plugin` declares a PASSWORD.
+pub fn is_secret(plugin: Option<&Plugin>, key: &str) -> bool {
+    connector_keys().is_secret(key)
+        || plugin.is_some_and(|p| p.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password))
+}
+
+/// `config` as the REST API shows it: each secret value `[hidden]`, as
+/// validation shows it (stricter than Connect, which prints them). A
+/// placeholder (`${file:…}`) is no secret and shows as written.
+pub fn shown(plugin: Option<&Plugin>, config: &ConfigMap) -> ConfigMap {
+    let hide = |k: &str, v: &str| is_secret(plugin, k) && !v.trim_start().starts_with("${");
+    config.iter().map(|(k, v)| (k.clone(), if hide(k, v) { HIDDEN.into() } else { v.clone() })).collect()
+}
+
+/// A secret sent back as `[hidden]` (a config read, changed and written
+/// back) keeps the value `previous` holds, rather than become the word.
+pub fn keep_hidden_secrets(plugin: Option<&Plugin>, config: &mut ConfigMap, previous: &ConfigMap) {
+    for (key, value) in config.iter_mut() {
+        if value == HIDDEN
+            && is_secret(plugin, key)
+            && let Some(kept) = previous.get(key)
+        {
+            value.clone_from(kept);
+        }
+    }
 }
 
 fn config_info(definition: ConfigKeyInfo, value: Option<String>, errors: Vec<String>) -> ConfigInfo {

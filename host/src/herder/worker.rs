@@ -124,10 +124,15 @@ fn not_found(name: &str) -> HerderError {
 
 impl Worker {
     pub async fn start(mut config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
-        let policy = &mut config.defaults.policy;
-        policy.protect(&config.state_file, "state file");
-        policy.protect(runtime.cache_dir(), "compiled-plugin cache");
-        policy.protect(&config.plugin_dir, "plugin directory");
+        let defaults = &mut config.defaults;
+        for (path, what) in [
+            (config.state_file.as_path(), "state file"),
+            (runtime.cache_dir(), "compiled-plugin cache"),
+            (config.plugin_dir.as_path(), "plugin directory"),
+        ] {
+            defaults.policy.protect(path, what);
+            defaults.providers.protect(path);
+        }
         let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
         let store = StateStore::new(&config.state_file);
         let mut stored = store.load()?;
@@ -249,6 +254,9 @@ impl Worker {
         }
         config.insert("name".into(), name.clone());
         let previous = self.connectors.get(&name).map(|c| c.raw.clone());
+        if let Some(previous) = &previous {
+            validate::keep_hidden_secrets(self.plugin_of(&config), &mut config, previous);
+        }
         self.check_config(&config, previous.as_ref()).await?;
         let stored = self.stored.connectors.get_mut(&name).expect("stored with the connector");
         stored.config = config.clone();
@@ -748,11 +756,17 @@ impl Worker {
 
     // ---- what is ----
 
+    /// The installed build a config picks, if any: whose PASSWORD keys are secret.
+    fn plugin_of(&self, config: &ConfigMap) -> Option<&Plugin> {
+        let class = config.get("connector.class")?;
+        self.plugins.resolve(class, &PluginPick::of(config)).ok()
+    }
+
     pub fn info(&self, name: &str) -> HerderResult<ConnectorInfo> {
         let c = self.connector(name)?;
         Ok(ConnectorInfo {
             name: name.to_string(),
-            config: c.raw.clone(),
+            config: validate::shown(self.plugin_of(&c.raw), &c.raw),
             tasks: c.tasks.keys().map(|t| ConnectorTaskId { connector: name.to_string(), task: *t }).collect(),
             kind: "sink".into(),
         })
@@ -798,7 +812,7 @@ impl Worker {
         Ok(c.tasks
             .keys()
             .map(|t| {
-                let mut config = c.raw.clone();
+                let mut config = validate::shown(self.plugin_of(&c.raw), &c.raw);
                 config.insert("task.id".into(), t.to_string());
                 TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task: *t }, config }
             })

@@ -4,7 +4,7 @@
 //! one table, [`worker_keys`], which drives parsing, validation and README's
 //! table (`spillway config-keys --worker`).
 
-use crate::config::{ConfigDef, Importance, KeyDef, Problem, Type, Validator, Value};
+use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, Value, providers};
 use crate::policy::GrantPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,6 +24,8 @@ pub struct WorkerFile {
     pub state_file: PathBuf,
     /// `policy.*`.
     pub policy: GrantPolicy,
+    /// `config.providers*`.
+    pub providers: ConfigProviders,
 }
 
 impl WorkerFile {
@@ -55,6 +57,10 @@ impl WorkerFile {
             problems.append(&mut more);
             GrantPolicy::default()
         });
+        let providers = ConfigProviders::from_worker(&values).unwrap_or_else(|mut more| {
+            problems.append(&mut more);
+            ConfigProviders::default()
+        });
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -64,6 +70,7 @@ impl WorkerFile {
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
             policy,
+            providers,
         })
     }
 }
@@ -172,6 +179,7 @@ pub fn worker_keys() -> &'static ConfigDef {
                         .with_validator(no_ceiling()),
                 ],
             )
+            .group("Config providers", providers::keys())
     });
     &KEYS
 }

@@ -3,7 +3,7 @@
 
 use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
-use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
+use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Segment, Type, Validator, Value};
 use crate::kafka::share::TOPICS_REGEX_REFRESH;
 use crate::policy::{Asked, GrantPolicy, Requested};
 use crate::runtime::Limits;
@@ -60,7 +60,8 @@ pub struct ConnectorConfig {
     pub flush_interval: Duration,
     pub limits: Limits,
     pub grants: Grants,
-    /// The configuration as the user gave it, passed to the plugin.
+    /// The configuration as the user gave it, placeholders resolved: what
+    /// the plugin is given (but for the host's secrets).
     pub raw: BTreeMap<String, String>,
 }
 
@@ -106,18 +107,28 @@ pub struct WorkerDefaults {
     /// `consumer.group.protocol`: `share` unless the worker says otherwise.
     pub group_protocol: GroupProtocol,
     pub policy: GrantPolicy,
+    /// What `${provider:…}` placeholders in a connector config read.
+    pub providers: ConfigProviders,
 }
 
 impl Default for WorkerDefaults {
     fn default() -> Self {
-        WorkerDefaults { group_protocol: GroupProtocol::Share, policy: GrantPolicy::default() }
+        WorkerDefaults {
+            group_protocol: GroupProtocol::Share,
+            policy: GrantPolicy::default(),
+            providers: ConfigProviders::default(),
+        }
     }
 }
 
 impl ConnectorConfig {
-    /// Resolves a connector config. Every problem is reported, not just the first.
+    /// Resolves a connector config, its `${provider:…}` placeholders first.
+    /// Every problem is reported, not just the first.
     pub fn parse(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<Self, Vec<ConfigProblem>> {
+        let (resolved, mut unresolved) = worker.providers.resolve(raw);
+        let raw = &resolved;
         let (values, mut problems) = connector_keys().parse(raw);
+        problems.append(&mut unresolved);
         let mut problem = |key: &str, message: &str| {
             problems.push(ConfigProblem { key: key.into(), message: message.into() });
         };

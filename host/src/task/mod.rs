@@ -49,8 +49,11 @@ pub async fn start_instance(
     bootstrap_servers: &str,
 ) -> Result<(PluginInstance, Option<Arc<TargetCluster>>)> {
     let name = format!("{}-{task_id}", config.name);
-    // Like Connect's task configs, each task's config names its task.
-    let mut plugin_config: Vec<(String, String)> = config.raw.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    // Like Connect's task configs, each task's config names its task. The
+    // host's secrets (a grant's credentials) stay in the host.
+    let keys = config::connector_keys();
+    let mut plugin_config: Vec<(String, String)> =
+        config.raw.iter().filter(|(k, _)| !keys.is_secret(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), task_id.to_string()));
     let mut grants = config.grants.clone();
     grants.task = Some(TaskScope {
