@@ -400,3 +400,32 @@ async fn the_object_sink_writes_through_its_grant_and_nowhere_else() {
     let put = ops.iter().find(|(k, _)| k.capability == "object-store" && k.op == "put").expect("put counted");
     assert!(put.1.ok >= 1 && put.1.bytes > 0, "{put:?}");
 }
+
+/// The host's secrets (a grant's credentials) stay in the host: the config a
+/// task's plugin is given lacks them, and keeps every other key.
+#[tokio::test]
+async fn a_tasks_plugin_is_not_given_the_hosts_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let raw: std::collections::BTreeMap<String, String> = [
+        ("name", "secretive"),
+        ("connector.class", "misbehave"),
+        ("topics", "t"),
+        ("mode", "config-keys"),
+        ("plugin.grant.object-store.a.url", url.as_str()),
+        ("plugin.grant.object-store.a.access.key.id", "AKIAEXAMPLE"),
+        ("plugin.grant.object-store.a.secret.access.key", "s3cret"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let config = spillway::task::ConnectorConfig::parse(&raw, &Default::default()).unwrap();
+    let (runtime, plugin) = (runtime(), load("misbehave").await);
+    let (mut instance, _) = spillway::task::start_instance(runtime, &plugin, &config, 0, "127.0.0.1:9").await.unwrap();
+    let report = instance.put(&[record(0)]).await.unwrap();
+    let [Outcome::Reject(seen)] = &report.outcomes[..] else { panic!("{:?}", report.outcomes) };
+    let keys: Vec<&str> = seen.strip_prefix("config keys: ").unwrap().split(',').collect();
+    assert!(keys.contains(&"plugin.grant.object-store.a.access.key.id") && keys.contains(&"mode"), "{keys:?}");
+    assert!(keys.contains(&"task.id"), "{keys:?}");
+    assert!(!keys.contains(&"plugin.grant.object-store.a.secret.access.key"), "{keys:?}");
+}

@@ -17,6 +17,7 @@
 //! | `connect` | opens a TCP connection to `addr` (ip:port) |
 //! | `read-socket` | opens a TCP connection to `addr` and waits for a byte from it (blocked in a host call) |
 //! | `env`, `clock`, `random` | reads the environment / wall clock / random bytes |
+//! | `config-keys` | reports the keys of the config it was started with |
 //!
 //! The probing modes never fail the call: every record is rejected with a
 //! reason that says what the probe saw, for the test to check.
@@ -192,6 +193,11 @@ impl Misbehave {
                 Err(e) => format!("refused: {e}"),
             }),
             "env" => probe(format!("env vars: {}", std::env::vars().count())),
+            "config-keys" => {
+                let mut keys: Vec<&str> = self.config.iter().map(|(k, _)| k).collect();
+                keys.sort();
+                probe(format!("config keys: {}", keys.join(",")))
+            }
             "clock" => probe(format!(
                 "clock secs: {}",
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
