@@ -111,6 +111,14 @@ pub fn worker_keys() -> &'static ConfigDef {
                 _ => Err("Value must be -1 (no ceiling) or at least 1".into()),
             })
         };
+        // The ceiling over a connector key whose default it also lowers.
+        let lowering_ceiling = |capped: &str| {
+            let doc = format!(
+                "Largest {capped} a connector may ask for; a connector that does not ask gets the smaller of its \
+                 default and this."
+            );
+            key(&format!("policy.{capped}"), Type::Long, Medium, &doc).with_default("-1").with_validator(no_ceiling())
+        };
         ConfigDef::new()
             .group(
                 "Worker",
@@ -156,24 +164,8 @@ pub fn worker_keys() -> &'static ConfigDef {
                          IP[/PREFIX]:* (IPv6 in brackets), e.g. 10.0.0.0/8:5432, 127.0.0.1:*; empty allows any.",
                     )
                     .with_default(""),
-                    key(
-                        "policy.plugin.memory.max.bytes",
-                        Type::Long,
-                        Medium,
-                        "Largest plugin.memory.max.bytes a connector may ask for; a connector that does not ask \
-                         gets the smaller of its default and this.",
-                    )
-                    .with_default("-1")
-                    .with_validator(no_ceiling()),
-                    key(
-                        "policy.plugin.call.timeout.ms",
-                        Type::Long,
-                        Medium,
-                        "Largest plugin.call.timeout.ms a connector may ask for; a connector that does not ask \
-                         gets the smaller of its default and this.",
-                    )
-                    .with_default("-1")
-                    .with_validator(no_ceiling()),
+                    lowering_ceiling("plugin.memory.max.bytes"),
+                    lowering_ceiling("plugin.call.timeout.ms"),
                     key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")
                         .with_default("-1")
                         .with_validator(no_ceiling()),

@@ -144,46 +144,30 @@ impl GrantPolicy {
                 }
             }
         }
-        let mut lowered = Lowered::default();
-        let over = |value: u64, given: bool, ceiling: Option<u64>| match ceiling {
-            Some(max) if value > max => Some(given),
+        // A given value above its ceiling is refused; a default, lowered.
+        let mut capped = |key: &str, value: u64, given: bool, ceiling: Option<u64>| match ceiling {
+            Some(max) if value > max && given => {
+                problem(key, format!("{value} is above the worker's policy.{key} ({max})"));
+                None
+            }
+            Some(max) if value > max => Some(max),
             _ => None,
         };
         let (memory, given) = requested.memory_bytes;
-        match over(memory, given, self.memory_max_bytes) {
-            Some(true) => problem(
-                "plugin.memory.max.bytes",
-                format!(
-                    "{memory} is above the worker's policy.plugin.memory.max.bytes ({})",
-                    self.memory_max_bytes.unwrap()
-                ),
-            ),
-            Some(false) => lowered.memory_bytes = self.memory_max_bytes,
-            None => {}
-        }
-        let (timeout, given) = requested.call_timeout;
-        let ceiling = self.call_timeout_max.map(|d| d.as_millis() as u64);
-        match over(timeout.as_millis() as u64, given, ceiling) {
-            Some(true) => problem(
+        let (timeout, timeout_given) = requested.call_timeout;
+        let (tasks, tasks_given) = requested.tasks_max;
+        let lowered = Lowered {
+            memory_bytes: capped("plugin.memory.max.bytes", memory, given, self.memory_max_bytes),
+            call_timeout: capped(
                 "plugin.call.timeout.ms",
-                format!(
-                    "{} is above the worker's policy.plugin.call.timeout.ms ({})",
-                    timeout.as_millis(),
-                    ceiling.unwrap()
-                ),
-            ),
-            Some(false) => lowered.call_timeout = self.call_timeout_max,
-            None => {}
-        }
-        let (tasks, given) = requested.tasks_max;
-        match over(u64::from(tasks), given, self.tasks_max.map(u64::from)) {
-            Some(true) => problem(
-                "tasks.max",
-                format!("{tasks} is above the worker's policy.tasks.max ({})", self.tasks_max.unwrap()),
-            ),
-            Some(false) => lowered.tasks_max = self.tasks_max,
-            None => {}
-        }
+                timeout.as_millis() as u64,
+                timeout_given,
+                self.call_timeout_max.map(|d| d.as_millis() as u64),
+            )
+            .map(Duration::from_millis),
+            tasks_max: capped("tasks.max", u64::from(tasks), tasks_given, self.tasks_max.map(u64::from))
+                .map(|t| t as u32),
+        };
         (problems, lowered)
     }
 }
