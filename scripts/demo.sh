@@ -10,6 +10,7 @@
 # groups) and says so. Extra arguments go to `spillway run` (try --records 50000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/host-deps.sh
 scripts/build-plugins.sh
 cargo build --release -q -p spillway
 

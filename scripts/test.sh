@@ -4,6 +4,7 @@
 # SPILLWAY_TEST_BOOTSTRAP names one, for example a real Apache Kafka 4.2+.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/host-deps.sh
 scripts/build-plugins.sh
 # The example sinks in Python and JavaScript (componentize-py from PyPI,
 # componentize-js from npm), which the host's tests run end to end.

@@ -195,8 +195,12 @@ fn finish(result: Result<String, spillway::cli::CliError>) -> Result<()> {
 
 async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
     let worker = args.worker_file()?;
-    let mut defaults =
-        WorkerDefaults { policy: worker.policy, providers: worker.providers, ..WorkerDefaults::default() };
+    let mut defaults = WorkerDefaults {
+        policy: worker.policy,
+        providers: worker.providers,
+        clients: worker.clients,
+        ..WorkerDefaults::default()
+    };
     // Keeps the embedded broker alive as long as the worker.
     let mut _embedded = None;
     let bootstrap = match worker.bootstrap_servers {

@@ -17,6 +17,7 @@ pub use types::*;
 pub use worker_file::{WorkerFile, worker_keys};
 
 use crate::capabilities::op::{OpKey, OpStats};
+use crate::kafka::clients::{ClusterAccess, Role};
 use crate::runtime::Runtime;
 use crate::task::{TaskMetrics, WorkerDefaults};
 use futures::future::BoxFuture;
@@ -99,7 +100,8 @@ impl Herder {
     pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
         let (jobs, receiver) = mpsc::channel::<Job>(64);
         let worker_id: Arc<str> = config.worker_id.clone().into();
-        let cluster_id = fetch_cluster_id(&config.bootstrap_servers).await.map(Arc::from);
+        let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+        let cluster_id = fetch_cluster_id(cluster).await.map(Arc::from);
         let plugin_dir = Arc::new(config.plugin_dir.clone());
         let worker = Worker::start(config, runtime.clone()).await?;
         tokio::spawn(worker.run(receiver));
@@ -331,11 +333,9 @@ impl Herder {
 
 /// Asked once, before any task runs: on librdkafka's mock, closing a
 /// connection later would cost running share consumers their sessions.
-async fn fetch_cluster_id(bootstrap: &str) -> Option<String> {
-    let bootstrap = bootstrap.to_string();
+async fn fetch_cluster_id(cluster: ClusterAccess) -> Option<String> {
     let fetched = tokio::task::spawn_blocking(move || {
-        let client: rdkafka::consumer::BaseConsumer =
-            rdkafka::ClientConfig::new().set("bootstrap.servers", &bootstrap).create().ok()?;
+        let client: rdkafka::consumer::BaseConsumer = cluster.rdkafka(Role::Admin).create().ok()?;
         rdkafka::consumer::Consumer::client(&client).fetch_cluster_id(std::time::Duration::from_secs(10))
     })
     .await

@@ -6,6 +6,7 @@
 
 use super::types::{ConnectorOffsets, OffsetPartition, OffsetValue, PartitionOffset};
 use super::{HerderError, HerderResult};
+use crate::kafka::clients::ClusterAccess;
 use crate::kafka::groups::{self, GroupBusy, GroupDeletion, NoSuchPartition, Position};
 use crate::kafka::share::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
 use crate::task::config::GroupProtocol;
@@ -14,7 +15,8 @@ use std::collections::BTreeSet;
 
 /// A connector's group and topics.
 pub struct OffsetsTarget {
-    pub bootstrap: String,
+    /// The worker's cluster, with the connector's `admin.override.*`.
+    pub cluster: ClusterAccess,
     pub group: String,
     pub protocol: GroupProtocol,
     pub topics: Vec<String>,
@@ -50,19 +52,18 @@ impl OffsetsTarget {
 
     /// The topics as they are now (blocking).
     fn current_topics(&self) -> anyhow::Result<Vec<String>> {
-        groups::connector_topics(&self.bootstrap, &self.topics, self.topics_pattern.as_ref())
+        groups::connector_topics(&self.cluster, &self.topics, self.topics_pattern.as_ref())
     }
 
     pub async fn read(self) -> HerderResult<ConnectorOffsets> {
         if self.protocol == GroupProtocol::Share {
             return self.read_share().await;
         }
-        let positions = tokio::task::spawn_blocking(move || {
-            groups::committed(&self.bootstrap, &self.group, &self.current_topics()?)
-        })
-        .await
-        .map_err(|e| HerderError::Internal(e.to_string()))?
-        .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))?;
+        let positions =
+            tokio::task::spawn_blocking(move || groups::committed(&self.cluster, &self.group, &self.current_topics()?))
+                .await
+                .map_err(|e| HerderError::Internal(e.to_string()))?
+                .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))?;
         Ok(ConnectorOffsets {
             offsets: positions
                 .into_iter()
@@ -80,7 +81,7 @@ impl OffsetsTarget {
         }
         if let OffsetsChange::Reset = change {
             // As Connect does: delete the group, its offsets with it.
-            match groups::delete_group(&self.bootstrap, &self.group).await.map_err(classic_error)? {
+            match groups::delete_group(&self.cluster, &self.group).await.map_err(classic_error)? {
                 GroupDeletion::Deleted => return Ok(()),
                 GroupDeletion::NotServed => {
                     tracing::info!(group = self.group, "the broker has no DeleteGroups: rewinding the group instead")
@@ -88,8 +89,8 @@ impl OffsetsTarget {
             }
         }
         tokio::task::spawn_blocking(move || match change {
-            OffsetsChange::Alter(positions) => groups::alter(&self.bootstrap, &self.group, &positions),
-            OffsetsChange::Reset => groups::reset(&self.bootstrap, &self.group, &self.current_topics()?),
+            OffsetsChange::Alter(positions) => groups::alter(&self.cluster, &self.group, &positions),
+            OffsetsChange::Reset => groups::reset(&self.cluster, &self.group, &self.current_topics()?),
         })
         .await
         .map_err(|e| HerderError::Internal(e.to_string()))?
@@ -97,7 +98,7 @@ impl OffsetsTarget {
     }
 
     async fn admin(&self) -> HerderResult<ShareGroupOffsets> {
-        ShareGroupOffsets::connect(&self.bootstrap, &self.group).await.map_err(share_error)
+        ShareGroupOffsets::connect(&self.cluster, &self.group).await.map_err(share_error)
     }
 
     /// The share group's start offsets in the connector's topics.

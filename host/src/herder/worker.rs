@@ -8,6 +8,7 @@ use super::types::*;
 use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
 use crate::capabilities::op::{OpKey, OpStats};
+use crate::kafka::clients::ClusterAccess;
 use crate::runtime::{Plugin, Runtime};
 use crate::task::{
     self, ActiveTopics, ConnectorConfig, GroupProtocol, PluginPick, Swap, TaskExit, TaskMetrics, TaskSpec,
@@ -321,11 +322,11 @@ impl Worker {
         if parsed.group_protocol != GroupProtocol::Share {
             return Ok(());
         }
-        let bootstrap = self.config.bootstrap_servers.clone();
+        let cluster = ClusterAccess::new(&self.config.bootstrap_servers, &parsed.clients);
         let (group, topics, pattern) = (parsed.group_id.clone(), parsed.topics.clone(), parsed.topics_pattern());
         let exists = tokio::task::spawn_blocking(move || {
-            let topics = crate::kafka::groups::connector_topics(&bootstrap, &topics, pattern.as_ref())?;
-            crate::kafka::groups::classic_group_exists(&bootstrap, &group, &topics)
+            let topics = crate::kafka::groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
+            crate::kafka::groups::classic_group_exists(&cluster, &group, &topics)
         })
         .await
         .map_err(|e| HerderError::Internal(e.to_string()))?;
@@ -910,7 +911,7 @@ impl Worker {
         let config = ConnectorConfig::parse(&c.raw, &self.config.defaults)
             .map_err(|_| HerderError::BadRequest(format!("Connector {name} has an invalid configuration")))?;
         Ok(OffsetsTarget {
-            bootstrap: self.config.bootstrap_servers.clone(),
+            cluster: ClusterAccess::new(&self.config.bootstrap_servers, &config.clients),
             group: config.group_id.clone(),
             protocol: config.group_protocol,
             topics: config.topics.clone(),

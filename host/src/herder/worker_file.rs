@@ -5,6 +5,8 @@
 //! table (`spillway config-keys --worker`).
 
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, Value, providers};
+use crate::kafka::clients::ClientSettings;
+use crate::kafka::security::SECURITY_SETTINGS;
 use crate::policy::GrantPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -26,6 +28,8 @@ pub struct WorkerFile {
     pub policy: GrantPolicy,
     /// `config.providers*`.
     pub providers: ConfigProviders,
+    /// The security keys, `consumer.*`, `producer.*`, `admin.*`.
+    pub clients: ClientSettings,
 }
 
 impl WorkerFile {
@@ -61,6 +65,13 @@ impl WorkerFile {
             problems.append(&mut more);
             ConfigProviders::default()
         });
+        // Secrets of the worker's own clients may come from its providers.
+        let (resolved, mut unresolved) = providers.resolve(raw);
+        problems.append(&mut unresolved);
+        let clients = ClientSettings::from_worker(&resolved).unwrap_or_else(|mut more| {
+            problems.append(&mut more);
+            ClientSettings::default()
+        });
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -71,6 +82,7 @@ impl WorkerFile {
             state_file: PathBuf::from(values.string("config.storage.file")),
             policy,
             providers,
+            clients,
         })
     }
 }
@@ -171,9 +183,43 @@ pub fn worker_keys() -> &'static ConfigDef {
                         .with_validator(no_ceiling()),
                 ],
             )
+            .group("Kafka clients", kafka_client_keys())
             .group("Config providers", providers::keys())
     });
     &KEYS
+}
+
+/// The security settings every client of the worker's cluster takes, and
+/// Connect's per-client prefixes.
+fn kafka_client_keys() -> Vec<KeyDef> {
+    let mut keys: Vec<KeyDef> = SECURITY_SETTINGS
+        .iter()
+        .map(|(name, kind, doc)| {
+            KeyDef::new(name, *kind, Importance::Medium, &format!("{doc} For every client of the worker's cluster."))
+        })
+        .collect();
+    keys.push(KeyDef::new(
+        "sasl.jaas.config",
+        Type::Password,
+        Importance::Low,
+        "A Java client's PlainLoginModule or ScramLoginModule line, read for its username and password.",
+    ));
+    for (role, doc) in [
+        ("consumer", "the tasks' consumers (share and classic)"),
+        ("producer", "the dead-letter queue's producer"),
+        ("admin", "the clients that read and change offsets and groups"),
+    ] {
+        keys.push(KeyDef::new(
+            &format!("{role}.*"),
+            Type::String,
+            Importance::Low,
+            &format!(
+                "A librdkafka setting for {doc}, prefix removed, over the keys above; checked by librdkafka at start. \
+                 A connector's {role}.override.* goes over it."
+            ),
+        ));
+    }
+    keys
 }
 
 #[cfg(test)]

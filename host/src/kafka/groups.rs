@@ -2,9 +2,10 @@
 //! committed offsets, read and changed (Connect's `/connectors/{name}/offsets`).
 //! Blocking, but for [`delete_group`]: call from a blocking thread.
 
+use super::clients::{ClusterAccess, Role};
 use anyhow::{Context, Result};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use regex::Regex;
 use std::time::Duration;
 
@@ -13,9 +14,9 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// (topic, partition, offset) — `None` where nothing is committed.
 pub type Position = (String, i32, Option<i64>);
 
-fn consumer(bootstrap: &str, group: &str) -> Result<BaseConsumer> {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+fn consumer(cluster: &ClusterAccess, group: &str) -> Result<BaseConsumer> {
+    cluster
+        .rdkafka(Role::Admin)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         // The broker's minimum, for when an alter joins the group: ours is
@@ -40,10 +41,9 @@ fn partitions(consumer: &BaseConsumer, topics: &[String]) -> Result<Vec<(String,
 /// The topics a connector consumes now: `named`, or with a `topics.regex`
 /// (`pattern`, anchored) every existing topic whose name it matches, from
 /// metadata of all topics (which creates none).
-pub fn connector_topics(bootstrap: &str, named: &[String], pattern: Option<&Regex>) -> Result<Vec<String>> {
+pub fn connector_topics(cluster: &ClusterAccess, named: &[String], pattern: Option<&Regex>) -> Result<Vec<String>> {
     let Some(pattern) = pattern else { return Ok(named.to_vec()) };
-    let client: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("creating a metadata client")?;
+    let client: BaseConsumer = cluster.rdkafka(Role::Admin).create().context("creating a metadata client")?;
     let metadata = client.fetch_metadata(None, TIMEOUT).context("metadata of all topics")?;
     let mut topics: Vec<String> =
         metadata.topics().iter().map(|t| t.name().to_string()).filter(|t| pattern.is_match(t)).collect();
@@ -51,8 +51,8 @@ pub fn connector_topics(bootstrap: &str, named: &[String], pattern: Option<&Rege
     Ok(topics)
 }
 
-pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<Position>> {
-    let consumer = consumer(bootstrap, group)?;
+pub fn committed(cluster: &ClusterAccess, group: &str, topics: &[String]) -> Result<Vec<Position>> {
+    let consumer = consumer(cluster, group)?;
     let mut list = TopicPartitionList::new();
     for (topic, partition) in partitions(&consumer, topics)? {
         list.add_partition(&topic, partition);
@@ -73,10 +73,10 @@ pub fn committed(bootstrap: &str, group: &str, topics: &[String]) -> Result<Vec<
 
 /// Commits the given positions; a `None` offset resets that partition to its
 /// beginning (the connector's `auto.offset.reset`). Every partition must exist.
-pub fn alter(bootstrap: &str, group: &str, positions: &[Position]) -> Result<()> {
-    let consumer = consumer(bootstrap, group)?;
+pub fn alter(cluster: &ClusterAccess, group: &str, positions: &[Position]) -> Result<()> {
+    let consumer = consumer(cluster, group)?;
     let existing = partitions(&consumer, &topics_of(positions))?;
-    commit(consumer, bootstrap, group, &existing, positions)
+    commit(consumer, cluster, group, &existing, positions)
 }
 
 /// What [`delete_group`] did.
@@ -94,11 +94,13 @@ pub enum GroupDeletion {
 /// Sent by our own kafka-protocol client (the share consumer's): librdkafka's
 /// DeleteGroups aborts the whole process against a broker that lacks the API
 /// (an assertion in rd_kafka_q_destroy0, seen with its own mock).
-pub async fn delete_group(bootstrap: &str, group: &str) -> Result<GroupDeletion> {
+pub async fn delete_group(cluster: &ClusterAccess, group: &str) -> Result<GroupDeletion> {
     use kafka_protocol::ResponseError;
     use kafka_protocol::messages::{DeleteGroupsRequest, GroupId};
     use kafka_protocol::protocol::StrBytes;
-    let cluster = crate::kafka::share::Cluster::bootstrap(bootstrap, "spillway-groups", TIMEOUT).await?;
+    let security = cluster.security(Role::Admin)?;
+    let cluster =
+        crate::kafka::share::Cluster::bootstrap(&cluster.bootstrap, "spillway-groups", TIMEOUT, &security).await?;
     let Some(version) = cluster.versions.served::<DeleteGroupsRequest>() else {
         return Ok(GroupDeletion::NotServed);
     };
@@ -117,12 +119,12 @@ pub async fn delete_group(bootstrap: &str, group: &str) -> Result<GroupDeletion>
 
 /// Moves every partition of `topics` back to its beginning: the reset for
 /// brokers without DeleteGroups.
-pub fn reset(bootstrap: &str, group: &str, topics: &[String]) -> Result<()> {
-    let consumer = consumer(bootstrap, group)?;
+pub fn reset(cluster: &ClusterAccess, group: &str, topics: &[String]) -> Result<()> {
+    let consumer = consumer(cluster, group)?;
     let existing = partitions(&consumer, topics)?;
     let positions: Vec<Position> =
         existing.iter().map(|(topic, partition)| (topic.clone(), *partition, None)).collect();
-    commit(consumer, bootstrap, group, &existing, &positions)
+    commit(consumer, cluster, group, &existing, &positions)
 }
 
 fn topics_of(positions: &[Position]) -> Vec<String> {
@@ -135,7 +137,7 @@ fn topics_of(positions: &[Position]) -> Vec<String> {
 /// Commits `positions`, each of which must be among the `existing` partitions.
 fn commit(
     consumer: BaseConsumer,
-    bootstrap: &str,
+    cluster: &ClusterAccess,
     group: &str,
     existing: &[(String, i32)],
     positions: &[Position],
@@ -163,7 +165,7 @@ fn commit(
         Err(e) => tracing::debug!(group, "commit from outside the group refused ({e}); committing as a member"),
     }
     drop(consumer);
-    commit_as_member(&self::consumer(bootstrap, group)?, &topics_of(positions), &list)
+    commit_as_member(&self::consumer(cluster, group)?, &topics_of(positions), &list)
 }
 
 fn commit_as_member(consumer: &BaseConsumer, topics: &[String], list: &TopicPartitionList) -> Result<()> {
@@ -197,11 +199,11 @@ pub struct NoSuchPartition(pub String);
 /// not take its id. A group with committed offsets on `topics` counts, and so
 /// does one the broker describes as a consumer group (where it can: some test
 /// brokers lack DescribeGroups).
-pub fn classic_group_exists(bootstrap: &str, group: &str, topics: &[String]) -> Result<bool> {
-    if committed(bootstrap, group, topics)?.iter().any(|(_, _, offset)| offset.is_some()) {
+pub fn classic_group_exists(cluster: &ClusterAccess, group: &str, topics: &[String]) -> Result<bool> {
+    if committed(cluster, group, topics)?.iter().any(|(_, _, offset)| offset.is_some()) {
         return Ok(true);
     }
-    let client = consumer(bootstrap, group)?;
+    let client = consumer(cluster, group)?;
     match client.fetch_group_list(Some(group), TIMEOUT) {
         Ok(groups) => Ok(groups
             .groups()

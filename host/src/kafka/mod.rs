@@ -2,9 +2,11 @@
 //! classic consumer-group mode, producers, and the embedded broker.
 
 pub mod classic;
+pub mod clients;
 pub mod embedded;
 pub mod groups;
 pub mod producer;
+pub mod security;
 pub mod share;
 pub mod target;
 

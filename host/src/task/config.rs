@@ -4,6 +4,7 @@
 use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Segment, Type, Validator, Value};
+use crate::kafka::clients::ClientSettings;
 use crate::kafka::share::TOPICS_REGEX_REFRESH;
 use crate::policy::{Asked, GrantPolicy, Requested};
 use crate::runtime::Limits;
@@ -48,12 +49,13 @@ pub struct ConnectorConfig {
     pub topics_regex: Option<String>,
     /// How often a `topics_regex` share group looks for new matching topics;
     /// `None`: only when it joins. (A classic group's librdkafka reads the
-    /// same key from `consumer_overrides`.)
+    /// same key from `clients`.)
     pub topics_refresh: Option<Duration>,
     pub group_protocol: GroupProtocol,
     pub group_id: String,
-    /// `consumer.override.*` with the prefix removed, except `group.protocol`.
-    pub consumer_overrides: Vec<(String, String)>,
+    /// The worker's client settings under the connector's
+    /// `consumer.override.*`, `producer.override.*` and `admin.override.*`.
+    pub clients: ClientSettings,
     pub batch_max_records: usize,
     pub errors: ErrorPolicy,
     /// Longest a held record waits before the host asks the plugin to flush.
@@ -109,6 +111,8 @@ pub struct WorkerDefaults {
     pub policy: GrantPolicy,
     /// What `${provider:…}` placeholders in a connector config read.
     pub providers: ConfigProviders,
+    /// The worker's settings for its clients (security included).
+    pub clients: ClientSettings,
 }
 
 impl Default for WorkerDefaults {
@@ -117,6 +121,7 @@ impl Default for WorkerDefaults {
             group_protocol: GroupProtocol::Share,
             policy: GrantPolicy::default(),
             providers: ConfigProviders::default(),
+            clients: ClientSettings::default(),
         }
     }
 }
@@ -169,12 +174,7 @@ impl ConnectorConfig {
             "classic" | "consumer" => GroupProtocol::Classic,
             _ => worker.group_protocol,
         };
-        let consumer_overrides: Vec<(String, String)> = values
-            .originals_with_prefix("consumer.override.")
-            // `share` is ours, not librdkafka's; `classic`/`consumer` pass through.
-            .filter(|&(k, v)| !(k == "group.protocol" && v.trim() == "share"))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let (clients, client_problems) = worker.clients.with_overrides(raw);
         let group_id = match values.string("consumer.override.group.id") {
             "" => format!("connect-{name}"),
             id => id.to_string(),
@@ -260,7 +260,7 @@ impl ConnectorConfig {
             topics_refresh,
             group_protocol,
             group_id,
-            consumer_overrides,
+            clients,
             batch_max_records: values.int("batch.max.records") as usize,
             errors,
             flush_interval: millis(values.long("flush.interval.ms")),
@@ -268,6 +268,7 @@ impl ConnectorConfig {
             grants,
             raw: raw.clone(),
         };
+        problems.extend(client_problems);
         if problems.is_empty() { Ok(config) } else { Err(problems) }
     }
 }
@@ -285,6 +286,20 @@ impl ConnectorConfig {
 /// whole topic name.
 pub fn topics_pattern(regex: &str) -> Result<Regex, regex::Error> {
     Regex::new(&format!("^(?:{regex})$"))
+}
+
+/// The client settings under `*.override.*` whose values are secrets: never
+/// shown, as the worker's own are not.
+fn secret_override_keys() -> Vec<KeyDef> {
+    let mut keys = Vec::new();
+    for role in crate::kafka::clients::Role::ALL {
+        for setting in ["sasl.password", "ssl.key.password", "sasl.jaas.config"] {
+            let name = format!("{}.override.{setting}", role.name());
+            let doc = format!("A secret of the {} clients: shown as [hidden].", role.name());
+            keys.push(KeyDef::new(&name, Type::Password, Importance::Low, &doc));
+        }
+    }
+    keys
 }
 
 /// Librdkafka's own name for the interval; its 0 and -1 turn the refresh off.
@@ -531,9 +546,27 @@ pub fn connector_keys() -> &'static ConfigDef {
                         "consumer.override.*",
                         Type::String,
                         Medium,
-                        "Any other consumer (librdkafka) property, passed on with the prefix removed.",
+                        "Any other consumer (librdkafka) property, passed on with the prefix removed, over the \
+                         worker's; librdkafka checks it at validation. The security settings (security.protocol, \
+                         sasl.*, ssl.*) apply to share groups too; a Java client's sasl.jaas.config is read for its \
+                         username and password.",
                     ),
-                ],
+                    key(
+                        "producer.override.*",
+                        Type::String,
+                        Low,
+                        "A librdkafka property of the dead-letter queue's producer, over the worker's.",
+                    ),
+                    key(
+                        "admin.override.*",
+                        Type::String,
+                        Low,
+                        "A librdkafka property of the clients that read the connector's offsets and, for a kafka \
+                         grant, its source topics, over the worker's.",
+                    ),
+                ]
+                .into_iter()
+                .chain(secret_override_keys()),
             )
             .group(
                 "Errors",
@@ -679,6 +712,7 @@ const NO_LONGER_NEEDED: &str =
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::clients::Role;
 
     fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         let mut base: BTreeMap<String, String> = [("name", "c1"), ("connector.class", "noop-sink"), ("topics", "a, b")]
@@ -701,8 +735,8 @@ mod tests {
             ConnectorConfig::parse(&config(&[("consumer.override.group.protocol", "classic")]), &worker).unwrap();
         assert_eq!(classic.group_protocol, GroupProtocol::Classic);
         // `classic` passes through to the consumer; `share` never does.
-        assert!(classic.consumer_overrides.contains(&("group.protocol".into(), "classic".into())));
-        assert!(!shared.consumer_overrides.iter().any(|(k, _)| k == "group.protocol"));
+        assert!(classic.clients.for_role(Role::Consumer).contains(&("group.protocol".into(), "classic".into())));
+        assert!(!shared.clients.for_role(Role::Consumer).iter().any(|(k, _)| k == "group.protocol"));
 
         let classic_worker = WorkerDefaults { group_protocol: GroupProtocol::Classic, ..Default::default() };
         let over =
@@ -714,7 +748,7 @@ mod tests {
     fn other_consumer_overrides_pass_through() {
         let c = ConnectorConfig::parse(&config(&[("consumer.override.fetch.min.bytes", "1024")]), &Default::default())
             .unwrap();
-        assert_eq!(c.consumer_overrides, vec![("fetch.min.bytes".to_string(), "1024".to_string())]);
+        assert_eq!(c.clients.for_role(Role::Consumer), vec![("fetch.min.bytes".to_string(), "1024".to_string())]);
     }
 
     #[test]
@@ -1025,7 +1059,9 @@ mod tests {
         assert_eq!(refresh(Some("-2")).unwrap_err()[0].key, REFRESH_KEY);
         // A classic group's librdkafka gets it as it was given.
         let c = ConnectorConfig::parse(&config(&[(REFRESH_KEY, "500")]), &Default::default()).unwrap();
-        assert!(c.consumer_overrides.contains(&("topic.metadata.refresh.interval.ms".into(), "500".into())));
+        assert!(
+            c.clients.for_role(Role::Consumer).contains(&("topic.metadata.refresh.interval.ms".into(), "500".into()))
+        );
     }
 
     #[test]
@@ -1088,11 +1124,15 @@ mod tests {
             "plugin.grant.sql.db.password",
             "plugin.grant.kafka.target.sasl.password",
             "plugin.grant.kafka.target.ssl.key.password",
+            "consumer.override.sasl.password",
+            "producer.override.ssl.key.password",
+            "admin.override.sasl.jaas.config",
         ] {
             assert!(keys.is_secret(key), "{key}");
         }
         let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
-        assert_eq!(secret_entries.len(), 8, "{secret_entries:?}");
+        // Eight of grants, three per kind of Kafka client.
+        assert_eq!(secret_entries.len(), 17, "{secret_entries:?}");
         for key in [
             "plugin.grant.fs.logs.path",
             "plugin.grant.env.TOKEN",

@@ -16,6 +16,7 @@ pub use swap::{Swap, Swapped};
 
 use crate::capabilities::kafka::TaskScope;
 use crate::kafka::classic::ClassicSource;
+use crate::kafka::clients::{ClusterAccess, Role};
 use crate::kafka::producer::Producer;
 use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use crate::kafka::target::TargetCluster;
@@ -62,7 +63,7 @@ pub async fn start_instance(
         // Fixed per connector, whatever its consumer group: exactly-once
         // positions stay found if the group id changes.
         offsets_group: format!("connect-{}", config.name),
-        bootstrap_servers: bootstrap_servers.to_string(),
+        source: ClusterAccess::new(bootstrap_servers, &config.clients),
         topics: config.topics.clone(),
         topics_regex: config.topics_regex.clone(),
     });
@@ -90,7 +91,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     // Before the group is joined: see `Producer::connect`.
     let dlq = match &config.errors.dlq_topic {
         Some(topic) => Some(DeadLetterQueue {
-            producer: Producer::connect(&spec.bootstrap_servers, &[])
+            producer: Producer::connect(&spec.bootstrap_servers, &config.clients.for_role(Role::Producer))
                 .await
                 .context("creating the dead-letter producer")?,
             topic: topic.clone(),
@@ -107,7 +108,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             &config.group_id,
             &config.topics,
             config.topics_regex.as_deref(),
-            &config.consumer_overrides,
+            &config.clients.for_role(Role::Consumer),
             config.batch_max_records,
             exactly_once,
         )?),
@@ -121,6 +122,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             share.topics_refresh = config.topics_refresh;
             share.client_id = format!("spillway-{name}");
             share.max_records = config.batch_max_records as i32;
+            share.security = config.clients.security(Role::Consumer).map_err(|e| anyhow!("consumer security: {e}"))?;
             let consumer = ShareConsumer::connect(share).await.context("joining the share group")?;
             let limit = consumer.delivery_limit();
             tracing::info!(task = name, limit = limit.limit, source = limit.source, "share delivery count limit");

@@ -1,6 +1,8 @@
+#![allow(dead_code)] // each test binary uses a part of the proxy
 //! A fault-injecting Kafka-protocol proxy, for tests of how the share consumer
 //! recovers. It stands between the client and a real broker and forwards every
-//! frame. Broker addresses in replies (Metadata, FindCoordinator, share
+//! frame. Started [secured](FaultProxy::start_secured), it also plays a
+//! broker's TLS and SASL, which the test broker lacks. Broker addresses in replies (Metadata, FindCoordinator, share
 //! node endpoints) are rewritten to more proxy ports, so the client keeps
 //! talking through it. Armed with a [`Fault`], it answers the next matching
 //! request itself, the way a broker whose leadership or coordinator moved
@@ -18,9 +20,13 @@ use kafka_protocol::messages::{
     ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+#[path = "secured.rs"]
+pub mod secured;
+
+use secured::{SaslState, SaslUser};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
@@ -45,6 +51,20 @@ pub enum Event {
     Forwarded(ApiKey, Option<i32>),
     Injected(Fault),
     DroppedConnections,
+    /// A SASL exchange ended: with the user, or why it failed.
+    Authenticated(Result<String, String>),
+    /// A request other than ApiVersions or SASL came before
+    /// authentication; the connection was closed, as a broker closes it.
+    Unauthenticated(ApiKey),
+    /// A TLS handshake failed.
+    TlsFailed(String),
+}
+
+/// What a secured proxy asks of every connection.
+#[derive(Clone, Default)]
+pub struct Secured {
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub sasl: Option<SaslUser>,
 }
 
 #[derive(Clone)]
@@ -65,12 +85,20 @@ struct Inner {
     delivery_limits: Mutex<Option<(Option<u16>, Option<u16>)>>,
     events: Mutex<Vec<Event>>,
     drop_all: broadcast::Sender<()>,
+    secured: Secured,
 }
 
 impl FaultProxy {
     /// A proxy in front of `bootstrap` (the first address, if several).
     pub fn start(bootstrap: &str) -> FaultProxy {
+        Self::start_secured(bootstrap, Secured::default())
+    }
+
+    /// A proxy that asks every client connection for TLS and SASL as
+    /// `secured` says, and only then relays it.
+    pub fn start_secured(bootstrap: &str, secured: Secured) -> FaultProxy {
         let inner = Arc::new(Inner {
+            secured,
             routes: Mutex::default(),
             armed: Mutex::default(),
             lock_timeout_ms: Mutex::default(),
@@ -144,14 +172,25 @@ fn route(inner: &Arc<Inner>, upstream: &str) -> u16 {
     port
 }
 
-/// One client connection, relayed to its broker until either side closes or
-/// the test drops every connection.
+/// One client connection, after its TLS handshake if the proxy is secured.
 async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
+    client.set_nodelay(true).ok();
+    match inner.secured.tls.clone() {
+        None => relay(client, upstream, inner).await,
+        Some(tls) => match tokio_rustls::TlsAcceptor::from(tls).accept(client).await {
+            Ok(stream) => relay(stream, upstream, inner).await,
+            Err(e) => inner.events.lock().unwrap().push(Event::TlsFailed(e.to_string())),
+        },
+    }
+}
+
+/// Relays one client connection to its broker until either side closes or
+/// the test drops every connection.
+async fn relay(client: impl AsyncRead + AsyncWrite + Send + 'static, upstream: String, inner: Arc<Inner>) {
     let mut dropped = inner.drop_all.subscribe();
     let Ok(broker) = TcpStream::connect(&upstream).await else { return };
-    client.set_nodelay(true).ok();
     broker.set_nodelay(true).ok();
-    let (mut client_read, client_write) = client.into_split();
+    let (mut client_read, client_write) = tokio::io::split(client);
     let (mut broker_read, mut broker_write) = broker.into_split();
     let client_write = Arc::new(tokio::sync::Mutex::new(client_write));
     // Correlation id to (api, version) of requests awaiting the broker's reply.
@@ -160,10 +199,32 @@ async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
     let requests = {
         let (inner, client_write, waiting) = (inner.clone(), client_write.clone(), waiting.clone());
         async move {
+            let mut sasl = match inner.secured.sasl {
+                Some(_) => SaslState::Start,
+                None => SaslState::Authenticated,
+            };
             while let Some(frame) = read_frame(&mut client_read).await {
                 let mut peek = frame.clone();
                 let (api, version, correlation) = (peek.get_i16(), peek.get_i16(), peek.get_i32());
                 let Ok(api) = ApiKey::try_from(api) else { return };
+                if let Some(user) = &inner.secured.sasl
+                    && matches!(api, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+                {
+                    let step = secured::answer(user, &mut sasl, api, version, frame);
+                    write_frame(&mut *client_write.lock().await, &step.reply).await.ok();
+                    if let Some(outcome) = step.outcome {
+                        let failed = outcome.is_err();
+                        inner.events.lock().unwrap().push(Event::Authenticated(outcome));
+                        if failed {
+                            return;
+                        }
+                    }
+                    continue;
+                }
+                if !matches!(sasl, SaslState::Authenticated) && api != ApiKey::ApiVersions {
+                    inner.events.lock().unwrap().push(Event::Unauthenticated(api));
+                    return;
+                }
                 if let Some(reply) = inject(&inner, api, version, frame.clone()) {
                     write_frame(&mut *client_write.lock().await, &reply).await.ok();
                     continue;
@@ -355,15 +416,24 @@ fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) ->
             }
             r.encode(&mut body, version)
         }),
-        // A broker that offers DescribeConfigs says so.
-        ApiKey::ApiVersions if inner.delivery_limits.lock().unwrap().is_some() => {
+        // A broker that offers DescribeConfigs or SASL says so.
+        ApiKey::ApiVersions if inner.delivery_limits.lock().unwrap().is_some() || inner.secured.sasl.is_some() => {
             match ApiVersionsResponse::decode(&mut reader, version) {
                 Ok(mut r) if r.error_code == 0 => {
-                    let mut key = ApiVersion::default();
-                    key.api_key = ApiKey::DescribeConfigs as i16;
-                    key.min_version = 0;
-                    key.max_version = 4;
-                    r.api_keys.push(key);
+                    let mut offer = |api: ApiKey, max_version: i16| {
+                        let mut key = ApiVersion::default();
+                        key.api_key = api as i16;
+                        key.min_version = 0;
+                        key.max_version = max_version;
+                        r.api_keys.push(key);
+                    };
+                    if inner.delivery_limits.lock().unwrap().is_some() {
+                        offer(ApiKey::DescribeConfigs, 4);
+                    }
+                    if inner.secured.sasl.is_some() {
+                        offer(ApiKey::SaslHandshake, 1);
+                        offer(ApiKey::SaslAuthenticate, 2);
+                    }
                     r.encode(&mut body, version)
                 }
                 _ => return frame,

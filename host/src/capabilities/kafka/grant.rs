@@ -7,27 +7,18 @@ use super::CAPABILITY;
 use crate::capabilities::grants::checked_settings;
 use crate::capabilities::op::OpPolicy;
 use crate::config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
+use crate::kafka::security::SECURITY_SETTINGS;
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-/// Client settings passed to librdkafka under the same names when set.
-const CLIENT_SETTINGS: &[(&str, Type, &str)] = &[
-    ("security.protocol", Type::String, "plaintext, ssl, sasl_plaintext or sasl_ssl."),
-    ("sasl.mechanism", Type::String, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
-    ("sasl.username", Type::String, "The SASL user."),
-    ("sasl.password", Type::Password, "The SASL password. Stays in the host."),
-    ("ssl.ca.location", Type::String, "The CA certificate(s) that sign the brokers' certificates (a PEM file)."),
-    ("ssl.certificate.location", Type::String, "The client's certificate (PEM), for TLS client authentication."),
-    ("ssl.key.location", Type::String, "The client's private key (PEM)."),
-    ("ssl.key.password", Type::Password, "The private key's password. Stays in the host."),
-    (
-        "ssl.endpoint.identification.algorithm",
-        Type::String,
-        "https to check the broker's host name against its certificate, none not to.",
-    ),
-    ("compression.type", Type::String, "none, gzip, snappy, lz4 or zstd, for what the host produces."),
-];
+/// Client settings passed to librdkafka under the same names when set: the
+/// security settings every host client takes, and compression.
+fn client_settings() -> impl Iterator<Item = &'static (&'static str, Type, &'static str)> {
+    const COMPRESSION: (&str, Type, &str) =
+        ("compression.type", Type::String, "none, gzip, snappy, lz4 or zstd, for what the host produces.");
+    SECURITY_SETTINGS.iter().chain(std::iter::once(&COMPRESSION))
+}
 
 /// The settings one grant takes (`plugin.grant.kafka.<name>.<setting>`).
 pub fn setting_keys() -> Vec<KeyDef> {
@@ -62,7 +53,7 @@ pub fn setting_keys() -> Vec<KeyDef> {
              translating consumer-group offsets); empty: spillway-offset-syncs.<connector>.internal.",
         ),
     ];
-    for (name, kind, doc) in CLIENT_SETTINGS {
+    for (name, kind, doc) in client_settings() {
         keys.push(KeyDef::new(name, *kind, Importance::Medium, doc));
     }
     keys.extend(OpPolicy::setting_keys(
@@ -95,7 +86,7 @@ impl KafkaGrant {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("kafka", setting_keys()));
         let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
         let mut client = Vec::new();
-        for (setting, kind, _) in CLIENT_SETTINGS {
+        for (setting, kind, _) in client_settings() {
             let value = match kind {
                 Type::Password => values.password(setting),
                 _ => values.string(setting),

@@ -8,10 +8,11 @@ use super::bindings::spillway::kafka::source::Host;
 use super::{KafkaCtx, key};
 use crate::capabilities::errors::Error;
 use crate::capabilities::op;
+use crate::kafka::clients::{ClusterAccess, Role};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,8 +26,8 @@ pub struct TaskScope {
     /// (`connect-<connector>`), and the group whose offsets a plugin may
     /// not set there.
     pub offsets_group: String,
-    /// The source (worker) cluster.
-    pub bootstrap_servers: String,
+    /// The source (worker) cluster, with the connector's `admin.override.*`.
+    pub source: ClusterAccess,
     pub topics: Vec<String>,
     /// `topics.regex`, when the connector subscribes by pattern.
     pub topics_regex: Option<String>,
@@ -49,7 +50,7 @@ impl TaskScope {
 /// Clients of the source cluster, made on first use.
 pub(super) struct SourceCluster {
     admin: AdminClient<DefaultClientContext>,
-    bootstrap: String,
+    access: ClusterAccess,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,12 +67,13 @@ impl KafkaCtx {
         if let Some(source) = &self.source {
             return Ok((source.clone(), scope));
         }
-        let admin = ClientConfig::new()
-            .set("bootstrap.servers", &scope.bootstrap_servers)
+        let admin = scope
+            .source
+            .rdkafka(Role::Admin)
             .set("allow.auto.create.topics", "false")
             .create()
             .map_err(|e| Error::retriable(format!("a client of the source cluster: {e}")))?;
-        let source = Arc::new(SourceCluster { admin, bootstrap: scope.bootstrap_servers.clone() });
+        let source = Arc::new(SourceCluster { admin, access: scope.source.clone() });
         self.source = Some(source.clone());
         Ok((source, scope))
     }
@@ -141,8 +143,8 @@ impl SourceCluster {
     }
 
     fn group_client(&self, group: &str) -> Result<BaseConsumer, Error> {
-        ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+        self.access
+            .rdkafka(Role::Admin)
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .create()

@@ -3,6 +3,7 @@
 
 use super::connection::{ApiVersions, Connection};
 use super::error::ShareError;
+use crate::kafka::security::ClientSecurity;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, MetadataRequest, TopicName, metadata_request::MetadataRequestTopic,
@@ -18,6 +19,8 @@ const MIN_METADATA_VERSION: i16 = 10;
 
 pub(crate) struct Cluster {
     client_id: String,
+    /// TLS and SASL of every connection.
+    security: ClientSecurity,
     pub timeout: Duration,
     bootstrap: Vec<String>,
     pub versions: ApiVersions,
@@ -42,7 +45,12 @@ struct TopicInfo {
 
 impl Cluster {
     /// Connect to the first bootstrap server that answers ApiVersions.
-    pub async fn bootstrap(servers: &str, client_id: &str, timeout: Duration) -> Result<Arc<Self>, ShareError> {
+    pub async fn bootstrap(
+        servers: &str,
+        client_id: &str,
+        timeout: Duration,
+        security: &ClientSecurity,
+    ) -> Result<Arc<Self>, ShareError> {
         let bootstrap: Vec<String> =
             servers.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
         if bootstrap.is_empty() {
@@ -51,7 +59,7 @@ impl Cluster {
         let mut last_err = None;
         for addr in &bootstrap {
             let attempt = async {
-                let conn = Connection::connect(addr, client_id, timeout).await?;
+                let conn = Connection::connect(addr, client_id, timeout, security).await?;
                 let versions = ApiVersions::fetch(&conn, timeout).await?;
                 Ok::<_, ShareError>((conn, versions))
             };
@@ -59,6 +67,7 @@ impl Cluster {
                 Ok((conn, versions)) => {
                     return Ok(Arc::new(Cluster {
                         client_id: client_id.to_string(),
+                        security: security.clone(),
                         timeout,
                         bootstrap: bootstrap.clone(),
                         versions,
@@ -78,7 +87,7 @@ impl Cluster {
 
     /// Open a connection that nobody else uses (the coordinator's).
     pub async fn connect(&self, addr: &str) -> Result<Connection, ShareError> {
-        Connection::connect(addr, &self.client_id, self.timeout).await
+        Connection::connect(addr, &self.client_id, self.timeout, &self.security).await
     }
 
     /// The pooled connection to broker `node`, reconnecting if it died.

@@ -1,15 +1,22 @@
-//! One TCP connection to one broker: length-prefixed request/response frames
+//! One connection to one broker (TCP, or TLS over it, authenticated with
+//! SASL when the settings say so): length-prefixed request/response frames
 //! with correlation ids, one request in flight at a time.
 
 use super::error::ShareError;
+use crate::kafka::security::scram::{ScramClient, ScramHash};
+use crate::kafka::security::{ClientSecurity, Mechanism, SaslCredentials};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 /// Refuse absurd frame sizes instead of allocating them.
 const MAX_FRAME: usize = 256 * 1024 * 1024;
@@ -22,25 +29,104 @@ pub(crate) struct Connection {
     state: Mutex<State>,
 }
 
+/// A plain or a TLS stream.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
+
 struct State {
     /// Taken out for the duration of a request: a request future dropped
     /// half-way leaves `None`, so a stream with an unread reply is never reused.
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn Stream>>,
     next_correlation_id: i32,
 }
 
 impl Connection {
-    pub async fn connect(addr: &str, client_id: &str, timeout: Duration) -> Result<Self, ShareError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    /// Connects, shakes hands over TLS and authenticates with SASL as
+    /// `security` says; the connection is ready for requests.
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+        security: &ClientSecurity,
+    ) -> Result<Self, ShareError> {
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ShareError::Timeout { addr: addr.to_string(), api: -1 })?
             .map_err(|source| ShareError::Io { addr: addr.to_string(), source })?;
-        stream.set_nodelay(true).ok();
-        Ok(Connection {
+        tcp.set_nodelay(true).ok();
+        let stream: Box<dyn Stream> = match &security.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name = ServerName::try_from(host.to_string()).map_err(|e| ShareError::Authentication {
+                    addr: addr.to_string(),
+                    message: format!("'{host}' is not a TLS server name: {e}"),
+                })?;
+                let handshake = tokio_rustls::TlsConnector::from(tls.clone()).connect(name, tcp);
+                let stream = tokio::time::timeout(timeout, handshake)
+                    .await
+                    .map_err(|_| ShareError::Timeout { addr: addr.to_string(), api: -1 })?
+                    .map_err(|e| ShareError::Authentication {
+                        addr: addr.to_string(),
+                        message: format!("TLS handshake: {e}"),
+                    })?;
+                Box::new(stream)
+            }
+        };
+        let connection = Connection {
             addr: addr.to_string(),
             client_id: StrBytes::from_string(client_id.to_string()),
             state: Mutex::new(State { stream: Some(stream), next_correlation_id: 1 }),
-        })
+        };
+        if let Some(credentials) = &security.sasl {
+            connection.authenticate(credentials, timeout).await?;
+        }
+        Ok(connection)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate v1 rounds: one for PLAIN,
+    /// two for SCRAM, whose server-final message proves the broker knew
+    /// the password.
+    async fn authenticate(&self, credentials: &SaslCredentials, timeout: Duration) -> Result<(), ShareError> {
+        let failed = |message: String| ShareError::Authentication { addr: self.addr.clone(), message };
+        let mechanism = credentials.mechanism.name();
+        let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let reply = self.send(&handshake, 1, timeout).await?;
+        if reply.error_code != 0 {
+            let offered: Vec<&str> = reply.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(format!("the broker does not enable {mechanism}; it offers {offered:?}")));
+        }
+        let (username, password) = (credentials.username.as_str(), credentials.password.value());
+        let hash = match credentials.mechanism {
+            Mechanism::Plain => {
+                self.sasl_round(format!("\0{username}\0{password}").into_bytes(), timeout).await?;
+                return Ok(());
+            }
+            Mechanism::ScramSha256 => ScramHash::Sha256,
+            Mechanism::ScramSha512 => ScramHash::Sha512,
+        };
+        let mut scram = ScramClient::new(hash, username, password);
+        let server_first = self.sasl_round(scram.client_first().into_bytes(), timeout).await?;
+        let server_first = String::from_utf8_lossy(&server_first);
+        let client_final = scram.client_final(&server_first).map_err(|e| failed(e.to_string()))?;
+        let server_final = self.sasl_round(client_final.into_bytes(), timeout).await?;
+        scram.verify_server_final(&String::from_utf8_lossy(&server_final)).map_err(|e| failed(e.to_string()))
+    }
+
+    async fn sasl_round(&self, auth_bytes: Vec<u8>, timeout: Duration) -> Result<Bytes, ShareError> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(auth_bytes));
+        let reply = self.send(&request, 1, timeout).await?;
+        match reply.error_code {
+            0 => Ok(reply.auth_bytes),
+            code => Err(ShareError::Authentication {
+                addr: self.addr.clone(),
+                message: match reply.error_message {
+                    Some(message) => format!("{message} (error {code})"),
+                    None => format!("error {code}"),
+                },
+            }),
+        }
     }
 
     pub fn addr(&self) -> &str {
@@ -107,8 +193,9 @@ impl Connection {
     }
 }
 
-async fn roundtrip(stream: &mut TcpStream, frame: &[u8]) -> std::io::Result<Vec<u8>> {
+async fn roundtrip(stream: &mut Box<dyn Stream>, frame: &[u8]) -> std::io::Result<Vec<u8>> {
     stream.write_all(frame).await?;
+    stream.flush().await?; // TLS buffers what it writes
     let len = stream.read_u32().await? as usize;
     if len > MAX_FRAME {
         return Err(std::io::Error::other(format!("frame of {len} bytes")));

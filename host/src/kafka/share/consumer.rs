@@ -62,7 +62,9 @@ impl ShareConsumer {
             return Err(ShareError::Config("group_id is required".into()));
         }
         let subscription = Subscription::of(&config)?;
-        let cluster = Cluster::bootstrap(&config.bootstrap_servers, &config.client_id, config.request_timeout).await?;
+        let cluster =
+            Cluster::bootstrap(&config.bootstrap_servers, &config.client_id, config.request_timeout, &config.security)
+                .await?;
         if let Subscription::Topics(topics) = &subscription {
             // Topics may be created by this request; their ids appear shortly after.
             let deadline = Instant::now() + config.request_timeout;

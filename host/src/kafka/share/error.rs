@@ -16,6 +16,9 @@ pub enum ShareError {
     },
     #[error("request {api} to {addr} timed out")]
     Timeout { addr: String, api: i16 },
+    /// TLS or SASL failed: retrying with the same settings will not help.
+    #[error("authenticating to {addr} failed: {message}")]
+    Authentication { addr: String, message: String },
     #[error("connection to {addr} is closed")]
     Disconnected { addr: String },
     #[error("protocol error: {0}")]

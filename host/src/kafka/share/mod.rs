@@ -28,6 +28,7 @@ pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
 pub use offsets::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
 
+use crate::kafka::security::ClientSecurity;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub struct ShareConsumerConfig {
     pub max_records: i32,
     /// Deadline of a single request, on top of `max_wait` for fetches.
     pub request_timeout: Duration,
+    /// TLS and SASL, from the consumer's client settings.
+    pub security: ClientSecurity,
 }
 
 impl ShareConsumerConfig {
@@ -75,6 +78,7 @@ impl ShareConsumerConfig {
             max_wait: Duration::from_millis(500),
             max_records: 500,
             request_timeout: Duration::from_secs(30),
+            security: ClientSecurity::default(),
         }
     }
 }

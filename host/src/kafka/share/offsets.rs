@@ -10,6 +10,7 @@
 use super::cluster::Cluster;
 use super::connection::Connection;
 use super::error::ShareError;
+use crate::kafka::clients::{ClusterAccess, Role};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
@@ -60,8 +61,9 @@ pub struct ShareGroupOffsets {
 }
 
 impl ShareGroupOffsets {
-    pub async fn connect(bootstrap: &str, group: &str) -> Result<Self, ShareOffsetsError> {
-        let cluster = Cluster::bootstrap(bootstrap, CLIENT_ID, TIMEOUT).await?;
+    pub async fn connect(cluster: &ClusterAccess, group: &str) -> Result<Self, ShareOffsetsError> {
+        let security = cluster.security(Role::Admin)?;
+        let cluster = Cluster::bootstrap(&cluster.bootstrap, CLIENT_ID, TIMEOUT, &security).await?;
         let addr = cluster.find_coordinator(group).await?;
         let coordinator = cluster.connect(&addr).await?;
         Ok(ShareGroupOffsets { cluster, group: group.to_string(), coordinator })
