@@ -1,6 +1,6 @@
 //! The `spillway` command.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
@@ -193,14 +193,39 @@ fn finish(result: Result<String, spillway::cli::CliError>) -> Result<()> {
     }
 }
 
+/// HTTPS and authentication of the REST API, from the worker config.
+fn rest_security(worker: &spillway::herder::WorkerFile) -> Result<spillway::rest::RestSecurity> {
+    use spillway::rest::{Credentials, RestSecurity, security};
+    let tls = match &worker.listener_tls {
+        Some((certificate, key)) => Some(std::sync::Arc::new(
+            security::server_tls(certificate, key).map_err(|e| anyhow!("listeners.https: {e}"))?,
+        )),
+        None => None,
+    };
+    let auth = match (&worker.rest_users, &worker.rest_tokens) {
+        (None, None) => None,
+        (users, tokens) => Some(std::sync::Arc::new(
+            Credentials::load(users.as_deref(), tokens.as_deref()).map_err(|e| anyhow!("rest.auth: {e}"))?,
+        )),
+    };
+    Ok(RestSecurity { tls, auth })
+}
+
 async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
     let worker = args.worker_file()?;
+    let rest = rest_security(&worker)?;
     let mut defaults = WorkerDefaults {
         policy: worker.policy,
         providers: worker.providers,
         clients: worker.clients,
         ..WorkerDefaults::default()
     };
+    // The REST API's credentials and key are the worker's own files too.
+    let secrets = [&worker.rest_users, &worker.rest_tokens, &worker.listener_tls.as_ref().map(|(_, key)| key.clone())];
+    for path in secrets.into_iter().flatten() {
+        defaults.policy.protect(path, "a REST credentials or key file");
+        defaults.providers.protect(path);
+    }
     // Keeps the embedded broker alive as long as the worker.
     let mut _embedded = None;
     let bootstrap = match worker.bootstrap_servers {
@@ -226,8 +251,9 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         defaults,
     };
     let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;
-    tracing::info!("REST API on http://{addr}");
-    spillway::rest::serve_on(listener, herder.clone(), loggers, async {
+    let scheme = if rest.tls.is_some() { "https" } else { "http" };
+    tracing::info!("REST API on {scheme}://{addr}");
+    spillway::rest::serve_secured(listener, herder.clone(), loggers, rest, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;

@@ -18,6 +18,11 @@ use std::sync::LazyLock;
 pub struct WorkerFile {
     /// `listeners`: where the REST API listens.
     pub listener: SocketAddr,
+    /// An `https://` listener's certificate chain and key (PEM).
+    pub listener_tls: Option<(PathBuf, PathBuf)>,
+    /// `rest.auth.basic.users.file`, `rest.auth.bearer.tokens.file`.
+    pub rest_users: Option<PathBuf>,
+    pub rest_tokens: Option<PathBuf>,
     /// `bootstrap.servers`; `None` starts the embedded broker.
     pub bootstrap_servers: Option<String>,
     /// `plugin.path`.
@@ -53,10 +58,29 @@ impl WorkerFile {
             problems
                 .push(Problem::new(key.as_str(), "not a worker config key (spillway config-keys --worker lists them)"));
         }
-        let listener = parse_listener(values.string("listeners")).unwrap_or_else(|e| {
+        let (listener, https) = parse_listener(values.string("listeners")).unwrap_or_else(|e| {
             problems.push(Problem::new("listeners", e));
-            SocketAddr::from(([127, 0, 0, 1], 8083))
+            (SocketAddr::from(([127, 0, 0, 1], 8083)), false)
         });
+        let path = |key: &str| Some(PathBuf::from(values.string(key))).filter(|p| !p.as_os_str().is_empty());
+        let (certificate, key) =
+            (path("listeners.https.ssl.certificate.location"), path("listeners.https.ssl.key.location"));
+        let listener_tls = match (https, certificate, key) {
+            (true, Some(certificate), Some(key)) => Some((certificate, key)),
+            (true, certificate, _) => {
+                let missing = if certificate.is_none() { "certificate" } else { "key" };
+                problems.push(Problem::new(
+                    format!("listeners.https.ssl.{missing}.location"),
+                    "an https:// listener needs its certificate and key",
+                ));
+                None
+            }
+            (false, None, None) => None,
+            (false, ..) => {
+                problems.push(Problem::new("listeners", "a certificate is set for an http:// listener"));
+                None
+            }
+        };
         let policy = GrantPolicy::from_worker(&values).unwrap_or_else(|mut more| {
             problems.append(&mut more);
             GrantPolicy::default()
@@ -77,6 +101,9 @@ impl WorkerFile {
         }
         Ok(WorkerFile {
             listener,
+            listener_tls,
+            rest_users: path("rest.auth.basic.users.file"),
+            rest_tokens: path("rest.auth.bearer.tokens.file"),
             bootstrap_servers: Some(values.string("bootstrap.servers").to_string()).filter(|b| !b.is_empty()),
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
@@ -87,16 +114,20 @@ impl WorkerFile {
     }
 }
 
-/// `http://HOST:PORT`, one listener (HTTPS comes with REST security).
-fn parse_listener(listeners: &str) -> Result<SocketAddr, String> {
-    let bad = || format!("'{listeners}' is not one http://IP:PORT listener");
-    let rest = listeners.trim().strip_prefix("http://").ok_or_else(bad)?;
+/// `http://HOST:PORT` or `https://HOST:PORT`, one listener; true for HTTPS.
+fn parse_listener(listeners: &str) -> Result<(SocketAddr, bool), String> {
+    let bad = || format!("'{listeners}' is not one http://IP:PORT or https://IP:PORT listener");
+    let trimmed = listeners.trim();
+    let (rest, https) = match trimmed.strip_prefix("https://") {
+        Some(rest) => (rest, true),
+        None => (trimmed.strip_prefix("http://").ok_or_else(bad)?, false),
+    };
     let addr = rest.strip_suffix('/').unwrap_or(rest);
     let addr = match addr.strip_prefix("localhost:") {
         Some(port) => format!("127.0.0.1:{port}"),
         None => addr.to_string(),
     };
-    addr.parse().map_err(|_| bad())
+    addr.parse().map(|addr| (addr, https)).map_err(|_| bad())
 }
 
 /// A properties file as Java reads one (`key=value`, `key: value`, `#` and
@@ -142,8 +173,13 @@ pub fn worker_keys() -> &'static ConfigDef {
                         "Kafka bootstrap servers; empty starts the embedded broker (classic groups only).",
                     )
                     .with_default(""),
-                    key("listeners", Type::String, High, "Where the REST API listens: one http://IP:PORT.")
-                        .with_default("http://127.0.0.1:8083"),
+                    key(
+                        "listeners",
+                        Type::String,
+                        High,
+                        "Where the REST API listens: one http://IP:PORT or https://IP:PORT.",
+                    )
+                    .with_default("http://127.0.0.1:8083"),
                     key("plugin.path", Type::String, High, "Directory of plugin components (*.wasm).")
                         .with_default("target/plugins"),
                     key(
@@ -181,6 +217,36 @@ pub fn worker_keys() -> &'static ConfigDef {
                     key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")
                         .with_default("-1")
                         .with_validator(no_ceiling()),
+                ],
+            )
+            .group(
+                "REST security",
+                [
+                    key(
+                        "listeners.https.ssl.certificate.location",
+                        Type::String,
+                        High,
+                        "An https:// listener's certificate chain (PEM).",
+                    )
+                    .with_default(""),
+                    key("listeners.https.ssl.key.location", Type::String, High, "Its private key (PEM, unencrypted).")
+                        .with_default(""),
+                    key(
+                        "rest.auth.basic.users.file",
+                        Type::String,
+                        High,
+                        "A properties file of user=password lines: every request then needs HTTP basic \
+                         credentials of one of them (or a bearer token).",
+                    )
+                    .with_default(""),
+                    key(
+                        "rest.auth.bearer.tokens.file",
+                        Type::String,
+                        High,
+                        "A file of tokens, one per line: every request then needs Authorization: Bearer with one \
+                         of them (or basic credentials).",
+                    )
+                    .with_default(""),
                 ],
             )
             .group("Kafka clients", kafka_client_keys())
@@ -240,6 +306,7 @@ mod tests {
         let worker = WorkerFile::load(Some(file.path()), &overrides).unwrap();
         assert_eq!(worker.bootstrap_servers.as_deref(), Some("kafka:9092"));
         assert_eq!(worker.listener, "0.0.0.0:8084".parse().unwrap());
+        assert_eq!((worker.listener_tls, worker.rest_users), (None, None));
         assert_eq!(worker.plugin_dir, PathBuf::from("/opt/plugins"));
         assert_eq!(worker.state_file, PathBuf::from(".spillway/connectors.json"), "the default");
         assert_eq!(worker.policy.fs_dirs, [PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);

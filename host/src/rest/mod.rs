@@ -12,9 +12,11 @@ pub mod error;
 mod loggers;
 pub mod metrics;
 mod plugins;
+pub mod security;
 
 pub use error::ApiError;
 pub use loggers::{LogFormat, LogLevels, LoggerLevel};
+pub use security::{Credentials, RestSecurity};
 
 use crate::herder::Herder;
 use axum::extract::State;
@@ -70,13 +72,66 @@ pub async fn serve_on(
     loggers: LogLevels,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_secured(listener, herder, loggers, RestSecurity::default(), shutdown).await
+}
+
+/// As [`serve_on`], with TLS and authentication as `security` says.
+pub async fn serve_secured(
+    listener: tokio::net::TcpListener,
+    herder: Herder,
+    loggers: LogLevels,
+    security: RestSecurity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let mut app = router(herder, loggers);
+    if let Some(credentials) = security.auth {
+        app = app.layer(axum::middleware::from_fn_with_state(credentials, security::authenticate));
+    }
     // Connect's JAX-RS routes match with or without a trailing slash, and
     // clients rely on it (`GET /connectors/NAME/`): trim it before routing.
-    let app = NormalizePath::trim_trailing_slash(router(herder, loggers));
-    axum::serve(listener, ServiceExt::<axum::extract::Request>::into_make_service(app))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let app = NormalizePath::trim_trailing_slash(app);
+    match security.tls {
+        None => {
+            axum::serve(listener, ServiceExt::<axum::extract::Request>::into_make_service(app))
+                .with_graceful_shutdown(shutdown)
+                .await?
+        }
+        Some(tls) => serve_tls(listener, tls, app, shutdown).await,
+    }
     Ok(())
+}
+
+/// HTTPS: each accepted connection shakes hands, then hyper serves it with
+/// the same app. A failed handshake ends that connection only.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
+    app: NormalizePath<Router>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a REST connection");
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else { return };
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                tower::ServiceExt::oneshot(app.clone(), request)
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    }
 }
 
 /// `GET /`.

@@ -26,6 +26,9 @@ pub struct TestPki {
     pub ca: PathBuf,
     pub client_certificate: PathBuf,
     pub client_key: PathBuf,
+    /// The server's certificate and key, as files too.
+    pub server_certificate: PathBuf,
+    pub server_key_file: PathBuf,
     server_chain: Vec<CertificateDer<'static>>,
     server_key: String,
 }
@@ -56,6 +59,8 @@ impl TestPki {
             ca: write("ca.pem", ca_cert.pem()),
             client_certificate: write("client.pem", client_cert.pem()),
             client_key: write("client.key", client_key.serialize_pem()),
+            server_certificate: write("server.pem", server_cert.pem()),
+            server_key_file: write("server.key", server_key.serialize_pem()),
             server_chain: vec![server_cert.der().clone()],
             server_key: server_key.serialize_pem(),
             dir,
