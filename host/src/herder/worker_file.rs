@@ -212,6 +212,40 @@ pub fn worker_keys() -> &'static ConfigDef {
                          IP[/PREFIX]:* (IPv6 in brackets), e.g. 10.0.0.0/8:5432, 127.0.0.1:*; empty allows any.",
                     )
                     .with_default(""),
+                    key(
+                        "policy.object-store.urls",
+                        Type::List,
+                        High,
+                        "URLs under which a plugin.grant.object-store.<name>.url must lie, e.g. s3://archive/spillway \
+                         (scheme, bucket or host, port where given, and leading path segments compared, not the \
+                         string); empty allows any.",
+                    )
+                    .with_default(""),
+                    key(
+                        "policy.object-store.endpoints",
+                        Type::List,
+                        High,
+                        "Endpoints a plugin.grant.object-store.<name>.endpoint may name (http[s]://host[:port]), and \
+                         aws for AWS itself (a grant without an endpoint); empty allows any.",
+                    )
+                    .with_default(""),
+                    key(
+                        "policy.sql.urls",
+                        Type::List,
+                        High,
+                        "Database URLs under which a plugin.grant.sql.<name>.url must lie, e.g. \
+                         postgres://db.internal:5432, mysql://10.0.0.5:3306/sink, sqlite:///srv/spillway (compared \
+                         part by part); empty allows any.",
+                    )
+                    .with_default(""),
+                    key(
+                        "policy.kafka.bootstrap.servers",
+                        Type::List,
+                        High,
+                        "host:port or host:* entries that every server of a \
+                         plugin.grant.kafka.<name>.bootstrap.servers must match; empty allows any.",
+                    )
+                    .with_default(""),
                     lowering_ceiling("plugin.memory.max.bytes"),
                     lowering_ceiling("plugin.call.timeout.ms"),
                     key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")

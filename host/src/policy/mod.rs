@@ -7,6 +7,10 @@
 //! are never granted: a plugin that could write them could change what the
 //! host loads.
 
+mod targets;
+
+pub use targets::{Target, TargetPolicy, targets_in};
+
 use crate::config::{Problem, Values};
 use ipnet::IpNet;
 use std::net::SocketAddr;
@@ -26,6 +30,8 @@ pub struct GrantPolicy {
     pub call_timeout_max: Option<Duration>,
     /// `policy.tasks.max`.
     pub tasks_max: Option<u32>,
+    /// `policy.object-store.*`, `policy.sql.urls`, `policy.kafka.bootstrap.servers`.
+    pub targets: TargetPolicy,
     /// The worker's own files and directories, never granted.
     protected: Vec<(PathBuf, &'static str)>,
 }
@@ -80,6 +86,8 @@ pub type Asked<'a, T> = Vec<(&'a str, T)>;
 pub struct Requested<'a> {
     pub dirs: Asked<'a, PathBuf>,
     pub connect: Asked<'a, SocketAddr>,
+    /// What capability grants name: buckets, endpoints, databases, clusters.
+    pub targets: Asked<'a, Target>,
     /// The effective values, and whether the config gave them (a default
     /// above a ceiling is lowered to it, not refused).
     pub memory_bytes: (u64, bool),
@@ -168,6 +176,7 @@ impl GrantPolicy {
             tasks_max: capped("tasks.max", u64::from(tasks), tasks_given, self.tasks_max.map(u64::from))
                 .map(|t| t as u32),
         };
+        problems.extend(self.targets.check(&requested.targets));
         (problems, lowered)
     }
 }
@@ -233,6 +242,10 @@ impl GrantPolicy {
         policy.memory_max_bytes = ceiling("policy.plugin.memory.max.bytes");
         policy.call_timeout_max = ceiling("policy.plugin.call.timeout.ms").map(Duration::from_millis);
         policy.tasks_max = u32::try_from(values.int("policy.tasks.max")).ok();
+        match TargetPolicy::from_worker(values) {
+            Ok(targets) => policy.targets = targets,
+            Err(mut more) => problems.append(&mut more),
+        }
         if problems.is_empty() { Ok(policy) } else { Err(problems) }
     }
 }
@@ -245,6 +258,7 @@ mod tests {
         Requested {
             dirs: dirs.iter().map(|(k, d)| (*k, PathBuf::from(d))).collect(),
             connect: connect.iter().map(|(k, a)| (*k, a.parse().unwrap())).collect(),
+            targets: Vec::new(),
             memory_bytes: (64 << 20, false),
             call_timeout: (Duration::from_secs(30), false),
             tasks_max: (1, false),

@@ -220,6 +220,7 @@ impl ConnectorConfig {
         let (mut refused, lowered) = worker.policy.check(&Requested {
             dirs,
             connect,
+            targets: crate::policy::targets_in(raw),
             memory_bytes: (limits.memory_bytes as u64, given("plugin.memory.max.bytes")),
             call_timeout: (limits.call_timeout, given("plugin.call.timeout.ms")),
             tasks_max: (tasks_max, given("tasks.max")),
@@ -1110,6 +1111,36 @@ mod tests {
         }
         assert!(keys.find("plugin.grant.fs.My_Dir.path").is_none(), "a grant's name is [a-z0-9-]+");
         assert!(keys.find("share.delivery.count.limit").is_none(), "read from the broker, not configured");
+    }
+
+    #[test]
+    fn capability_targets_outside_the_workers_policy_are_refused_on_their_keys() {
+        let worker_config: BTreeMap<String, String> =
+            [("policy.sql.urls", "postgres://db.internal:5432"), ("policy.kafka.bootstrap.servers", "target:9092")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let policy = crate::herder::WorkerFile::parse(&worker_config).unwrap().policy;
+        let worker = WorkerDefaults { policy, ..Default::default() };
+        let admitted = config(&[
+            ("plugin.grant.sql.db.url", "postgres://db.internal:5432/sink"),
+            ("plugin.grant.kafka.out.bootstrap.servers", "target:9092"),
+        ]);
+        ConnectorConfig::parse(&admitted, &worker).unwrap();
+        let refused = config(&[
+            ("plugin.grant.sql.db.url", "postgres://db.internal.evil.example:5432/sink"),
+            ("plugin.grant.kafka.out.bootstrap.servers", "target:9092,elsewhere:9092"),
+        ]);
+        let problems = ConnectorConfig::parse(&refused, &worker).unwrap_err();
+        let got: Vec<(&str, bool)> = problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.message.contains("is outside what the worker's policy")))
+            .collect();
+        assert_eq!(
+            got,
+            [("plugin.grant.kafka.out.bootstrap.servers", true), ("plugin.grant.sql.db.url", true)],
+            "{problems:?}"
+        );
     }
 
     #[test]
