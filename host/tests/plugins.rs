@@ -403,7 +403,10 @@ async fn the_plugin_directory_is_watched() {
     let wait_for = |expected: Vec<&'static str>| {
         let herder = herder.clone();
         async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
+            // Patient: a reload compiles (or checks the cached build of)
+            // every file, and on 2 cores the other tests of this binary
+            // compile Python and JavaScript components meanwhile.
+            let deadline = Instant::now() + Duration::from_secs(120);
             loop {
                 let now = versions(herder.clone()).await;
                 if now == expected {
