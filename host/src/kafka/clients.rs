@@ -11,6 +11,9 @@ use crate::config::Problem;
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// librdkafka settings, in order (later win).
+type Settings = Vec<(String, String)>;
+
 /// The host's kinds of client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -186,13 +189,24 @@ impl ClientSettings {
     }
 
     /// The security settings of each role, checked as our own client reads
-    /// them (certificate and key files loaded), named by `key_of`.
+    /// them (certificate and key files loaded), named by `key_of`. Roles
+    /// with the same settings (most often all three) are checked once:
+    /// each check reads files, the system's CA store among them.
     fn security_problems(&self, key_of: impl Fn(Role, &str) -> String) -> Vec<Problem> {
         let mut problems: Vec<Problem> = Vec::new();
+        let mut checked: Vec<(Settings, Vec<security::SettingProblem>)> = Vec::new();
         for role in Role::ALL {
             let settings = self.for_role(role);
-            let checked = ClientSecurity::from_settings(settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            for problem in checked.err().unwrap_or_default() {
+            let found = match checked.iter().find(|(s, _)| *s == settings) {
+                Some((_, found)) => found.clone(),
+                None => {
+                    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                    let found = ClientSecurity::from_settings(pairs).err().unwrap_or_default();
+                    checked.push((settings, found.clone()));
+                    found
+                }
+            };
+            for problem in found {
                 let problem = Problem::new(key_of(role, &problem.key), problem.message);
                 if !problems.contains(&problem) {
                     problems.push(problem);

@@ -294,7 +294,7 @@ pub fn topics_pattern(regex: &str) -> Result<Regex, regex::Error> {
 fn secret_override_keys() -> Vec<KeyDef> {
     let mut keys = Vec::new();
     for role in crate::kafka::clients::Role::ALL {
-        for setting in ["sasl.password", "ssl.key.password", "sasl.jaas.config"] {
+        for setting in crate::kafka::security::secret_settings() {
             let name = format!("{}.override.{setting}", role.name());
             let doc = format!("A secret of the {} clients: shown as [hidden].", role.name());
             keys.push(KeyDef::new(&name, Type::Password, Importance::Low, &doc));

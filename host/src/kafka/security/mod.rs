@@ -39,7 +39,14 @@ pub fn is_security_setting(key: &str) -> bool {
 
 /// Whether a setting's value is a secret, never shown.
 pub fn is_secret_setting(key: &str) -> bool {
-    SECURITY_SETTINGS.iter().any(|(k, kind, _)| *k == key && *kind == Type::Password) || key == "sasl.jaas.config"
+    secret_settings().any(|k| k == key)
+}
+
+/// The settings whose values are secrets: the PASSWORD ones of
+/// [`SECURITY_SETTINGS`], and a Java client's `sasl.jaas.config`.
+pub fn secret_settings() -> impl Iterator<Item = &'static str> {
+    let passwords = SECURITY_SETTINGS.iter().filter(|(_, kind, _)| *kind == Type::Password).map(|(k, ..)| *k);
+    passwords.chain(["sasl.jaas.config"])
 }
 
 /// What our own protocol client does on each new connection: a TLS handshake
