@@ -85,7 +85,10 @@ async fn main() {
 }
 
 fn connector_config(topic: &str, dir: &Path) -> BTreeMap<String, String> {
-    let record_file = dir.join("keys-{task}.txt");
+    // Beside the plugin directory: no grant may reach that.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let record_file = data.join("keys-{task}.txt");
     [
         ("name", "swap"),
         ("connector.class", "misbehave"),
@@ -94,7 +97,7 @@ fn connector_config(topic: &str, dir: &Path) -> BTreeMap<String, String> {
         ("mode", "hold"),
         ("flush.interval.ms", "300"),
         ("connector.plugin.version", "=0.1.0"),
-        ("plugin.grant.fs.data.path", dir.to_str().unwrap()),
+        ("plugin.grant.fs.data.path", data.to_str().unwrap()),
         ("record.file", record_file.to_str().unwrap()),
     ]
     .iter()

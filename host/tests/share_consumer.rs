@@ -370,3 +370,80 @@ async fn held_records_arrive_once_per_acquisition() {
     );
     consumer.close().await.unwrap();
 }
+
+/// A member holding records (not acknowledged yet, as a buffering sink holds
+/// them) of partitions that the coordinator moves to a newcomer keeps those
+/// partitions in its share session until it acknowledged the records:
+/// forgetting a partition releases what was acquired from it, and the
+/// newcomer would be handed records that their holder then writes too. The
+/// holder's acknowledgements all take effect, it lets the partitions go
+/// afterwards, and every record arrives exactly once across the two members.
+#[tokio::test(flavor = "multi_thread")]
+async fn records_held_on_a_partition_that_moves_are_acknowledged_by_their_holder() {
+    let broker = Broker::start_or_env();
+    let (topic, group) = (unique("share-moved"), unique("group"));
+    let mut a = join(&broker, &group, &topic).await;
+    let alone: BTreeSet<(String, i32)> = a.assignment().into_iter().collect();
+    assert!(alone.len() >= 2, "needs a topic of several partitions (auto-created), got {alone:?}");
+    let first: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200).await.into_iter().collect();
+    let mut held = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&held).len() < first.len() {
+        assert!(Instant::now() < deadline, "a got {} of {}", held.len(), first.len());
+        held.extend(a.poll(POLL).await.expect("poll"));
+    }
+
+    // A newcomer: the coordinator moves some partitions to it, and each
+    // member hears of that on its next heartbeat.
+    let mut b = connect(&broker, &group, &topic, 500).await;
+    let mut got_b = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while a.assignment().len() == alone.len() || b.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "nothing moved: a {:?}, b {:?}", a.assignment(), b.assignment());
+        assert!(a.poll(Duration::from_millis(200)).await.expect("poll a").is_empty(), "a holds every record");
+        got_b.extend(b.poll(Duration::from_millis(200)).await.expect("poll b"));
+    }
+    // A few more rounds with the partitions moved: a must not let go yet.
+    for _ in 0..3 {
+        assert!(a.poll(Duration::from_millis(200)).await.expect("poll a").is_empty());
+        got_b.extend(b.poll(Duration::from_millis(200)).await.expect("poll b"));
+    }
+    let kept: BTreeSet<(String, i32)> = a.assignment().into_iter().collect();
+    let moved: BTreeSet<(String, i32)> = alone.difference(&kept).cloned().collect();
+    let revoked: BTreeSet<(String, i32)> =
+        a.revoked_with_records().into_iter().map(|tp| (tp.topic, tp.partition)).collect();
+    assert_eq!(revoked, moved, "a should hold on to every moved partition it has records of");
+    assert!(got_b.is_empty(), "b was handed {} records that a holds: {:?}", got_b.len(), keys_of(&got_b));
+
+    for r in &held {
+        a.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("still a's");
+    }
+    let result = a.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "a's acknowledgements of moved partitions failed: {:?}", result.failures());
+    assert!(a.poll(POLL).await.expect("poll a").is_empty());
+    assert!(a.revoked_with_records().is_empty(), "nothing is held any more");
+
+    // Later records of the moved partitions go to b only.
+    let second: BTreeSet<String> = produce(&broker.bootstrap, &topic, 200).await.into_iter().collect();
+    let (mut got_a, mut got_b) = (Vec::new(), got_b);
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&got_a).len() + keys_of(&got_b).len() < second.len() && Instant::now() < deadline {
+        for (consumer, got) in [(&mut a, &mut got_a), (&mut b, &mut got_b)] {
+            let batch = consumer.poll(Duration::from_millis(200)).await.expect("poll");
+            for r in &batch {
+                consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
+            }
+            let result = consumer.commit_sync().await.expect("commit_sync");
+            assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+            got.extend(batch);
+        }
+    }
+    let on_moved = |r: &&ConsumedRecord| moved.contains(&(r.topic.clone(), r.partition));
+    assert_eq!(got_a.iter().filter(on_moved).count(), 0, "a still fetched partitions it gave up");
+    assert!(got_b.iter().any(|r| on_moved(&r)), "b got nothing of its partitions");
+    let expected: Vec<String> = first.iter().chain(&second).cloned().collect();
+    let arrived: Vec<String> = held.iter().chain(&got_a).chain(&got_b).map(key).collect();
+    support::assert_each_exactly_once(&arrived, &expected, "records of a partition that moved while held");
+    a.close().await.expect("close a");
+    b.close().await.expect("close b");
+}

@@ -98,11 +98,19 @@ pub enum FlushCause {
     Stop,
     /// The task's plugin is being swapped for another version.
     Swap,
+    /// A share group moved a partition of held records to another member.
+    Rebalance,
 }
 
 impl FlushCause {
-    pub const ALL: [FlushCause; 5] =
-        [FlushCause::Timer, FlushCause::Cap, FlushCause::Lock, FlushCause::Stop, FlushCause::Swap];
+    pub const ALL: [FlushCause; 6] = [
+        FlushCause::Timer,
+        FlushCause::Cap,
+        FlushCause::Lock,
+        FlushCause::Stop,
+        FlushCause::Swap,
+        FlushCause::Rebalance,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -111,6 +119,7 @@ impl FlushCause {
             FlushCause::Lock => "lock",
             FlushCause::Stop => "stop",
             FlushCause::Swap => "swap",
+            FlushCause::Rebalance => "rebalance",
         }
     }
 }

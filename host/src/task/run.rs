@@ -456,13 +456,29 @@ impl TaskLoop {
         }
     }
 
-    /// Asks the plugin to flush when records are held and a share group's
-    /// broker gave nothing new (`idle`: its in-flight cap, or the end of the
-    /// log), when a held record's lock is about to run out, or when one has
-    /// waited a flush interval.
+    /// Asks the plugin to flush when it holds records of a partition that a
+    /// share group moved to another member (settled now, they are not
+    /// written again by the new owner), when a share group's broker gave
+    /// nothing new (`idle`: its in-flight cap, or the end of the log), when
+    /// a held record's lock is about to run out, or when one has waited a
+    /// flush interval.
     async fn flush_if_due(&mut self, idle: bool) -> Result<(), Failure> {
         if !self.records.is_holding() {
             return Ok(());
+        }
+        let revoked = self.source.revoked_with_records();
+        if !revoked.is_empty() {
+            let due: Vec<u64> = self
+                .records
+                .held()
+                .filter(|(_, t)| {
+                    revoked.iter().any(|tp| tp.topic == t.record.topic && tp.partition == t.record.partition)
+                })
+                .map(|(id, _)| id)
+                .collect();
+            if !due.is_empty() {
+                return self.flush(FlushCause::Rebalance, FlushScope::Records(due)).await;
+            }
         }
         if idle && self.source.caps_records_in_flight() {
             return self.flush(FlushCause::Cap, FlushScope::All).await;

@@ -3,7 +3,7 @@
 
 use crate::kafka::classic::ClassicSource;
 pub use crate::kafka::classic::Committed;
-use crate::kafka::share::ShareConsumer;
+use crate::kafka::share::{ShareConsumer, TopicPartition};
 use crate::kafka::{AckType, ConsumedRecord};
 use anyhow::{Result, bail};
 use std::time::Duration;
@@ -34,6 +34,16 @@ impl Source {
     /// empty. A classic group has no such cap.
     pub fn caps_records_in_flight(&self) -> bool {
         matches!(self, Source::Share(_))
+    }
+
+    /// Share groups: partitions moved to another member while the task holds
+    /// records of them, which it should settle now. A classic group
+    /// commits what it can of a revoked partition in its rebalance callback.
+    pub fn revoked_with_records(&self) -> Vec<TopicPartition> {
+        match self {
+            Source::Share(s) => s.revoked_with_records(),
+            Source::Classic(_) => Vec::new(),
+        }
     }
 
     /// Share groups: records a broker sent again while we held them, which

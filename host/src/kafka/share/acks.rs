@@ -123,11 +123,29 @@ impl AckTracker {
 
     /// Brokers that have acknowledgements waiting.
     pub fn nodes_with_pending(&self) -> Vec<i32> {
-        let mut nodes: Vec<i32> =
-            self.parts.values().filter(|p| p.held.values().any(|h| h.ack.is_some())).map(|p| p.node).collect();
+        let mut nodes: Vec<i32> = self.pending().into_iter().map(|(_, node)| node).collect();
         nodes.sort_unstable();
         nodes.dedup();
         nodes
+    }
+
+    /// Partitions with records the application has and has not acknowledged
+    /// yet (their locks still running), with the broker that acquired them.
+    pub fn unsettled(&self, now: Instant) -> Vec<(TopicPartition, i32)> {
+        self.parts
+            .iter()
+            .filter(|(_, p)| p.held.values().any(|h| h.visible && h.ack.is_none() && h.expires_at > now))
+            .map(|(tp, p)| (tp.clone(), p.node))
+            .collect()
+    }
+
+    /// Partitions with acknowledgements waiting to be sent, with their broker.
+    pub fn pending(&self) -> Vec<(TopicPartition, i32)> {
+        self.parts
+            .iter()
+            .filter(|(_, p)| p.held.values().any(|h| h.ack.is_some()))
+            .map(|(tp, p)| (tp.clone(), p.node))
+            .collect()
     }
 
     /// Take the pending acknowledgements for records acquired through `node`.

@@ -44,6 +44,15 @@ pub struct ShareConsumer {
     /// Offsets a broker sent again while we held them, not handed on.
     resent_held: u64,
     delivery_limit: DeliveryLimit,
+    /// Partitions the coordinator moved to another member while the
+    /// application still had records of them, and since when. Forgetting
+    /// such a partition in the share session releases what we acquired from
+    /// it, and its new owner would write those records a second time; so it
+    /// stays in the session until the application settled them (as Connect
+    /// commits in `onPartitionsRevoked`), for at most one lock timeout.
+    revoked: HashMap<TopicPartition, Instant>,
+    /// The acquisition lock timeout the brokers last reported.
+    lock_timeout: Duration,
 }
 
 /// One ShareFetch or ShareAcknowledge on its way to a broker.
@@ -105,6 +114,8 @@ impl ShareConsumer {
             metadata_stale: false,
             resent_held: 0,
             delivery_limit,
+            revoked: HashMap::new(),
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
         })
     }
 
@@ -121,6 +132,18 @@ impl ShareConsumer {
 
     pub fn member_id(&self) -> &str {
         self.membership.member_id()
+    }
+
+    /// Partitions moved to another member while the application holds
+    /// records of them, which it should settle now (flush, acknowledge):
+    /// they stay in the share session until it does, or their wait ends.
+    pub fn revoked_with_records(&self) -> Vec<TopicPartition> {
+        let now = Instant::now();
+        self.revoked.iter().filter(|(_, since)| self.still_waits(**since, now)).map(|(tp, _)| tp.clone()).collect()
+    }
+
+    fn still_waits(&self, revoked_at: Instant, now: Instant) -> bool {
+        now.duration_since(revoked_at) < self.lock_timeout
     }
 
     /// Partitions the coordinator assigned to this member.
@@ -150,6 +173,7 @@ impl ShareConsumer {
                 self.refresh_metadata().await;
             }
             let targets = self.fetch_targets();
+            self.acknowledge_revoked().await;
             if targets.is_empty() {
                 // Nothing assigned yet: wait for the coordinator to change that.
                 tokio::select! {
@@ -179,9 +203,32 @@ impl ShareConsumer {
     /// Send every pending acknowledgement and report, per partition, how the
     /// acks sent since the last commit fared.
     pub async fn commit_sync(&mut self) -> Result<CommitResult, ShareError> {
+        self.send_acks(self.tracker.nodes_with_pending()).await;
+        Ok(std::mem::take(&mut self.results))
+    }
+
+    /// Acknowledgements of partitions that moved away go out on their own
+    /// (ShareAcknowledge) before the fetch that forgets those partitions:
+    /// riding on that fetch would keep them in the session, where the
+    /// broker acquires more of their records for us.
+    async fn acknowledge_revoked(&mut self) {
+        let assigned = self.assigned();
+        let mut nodes: Vec<i32> =
+            self.tracker.pending().into_iter().filter(|(tp, _)| !assigned.contains(tp)).map(|(_, node)| node).collect();
+        if nodes.is_empty() {
+            return;
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        self.send_acks(nodes).await;
+    }
+
+    /// Sends the pending acknowledgements of records acquired through
+    /// `nodes`; the outcomes wait in `results` for the next `commit_sync`.
+    async fn send_acks(&mut self, nodes: Vec<i32>) {
         let now = Instant::now();
         let mut exchanges = Vec::new();
-        for node in self.tracker.nodes_with_pending() {
+        for node in nodes {
             let conn = match self.cluster.broker(node).await {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -208,7 +255,6 @@ impl ShareConsumer {
         for (exchange, reply) in exchanges.into_iter().zip(replies) {
             self.handle_ack_reply(exchange, reply);
         }
-        Ok(std::mem::take(&mut self.results))
     }
 
     /// Release what the application did not acknowledge, commit, close the
@@ -247,8 +293,20 @@ impl ShareConsumer {
         }
     }
 
-    /// Partitions to fetch, by leader. Leaders that only need to forget
-    /// partitions or take acks get an entry too.
+    /// The partitions the coordinator assigned to us, by name.
+    fn assigned(&self) -> BTreeSet<TopicPartition> {
+        let mut assigned = BTreeSet::new();
+        for (topic_id, partitions) in self.membership.state().assignment {
+            if let Some(topic) = self.cluster.topic_name(topic_id) {
+                assigned.extend(partitions.into_iter().map(|p| TopicPartition::new(&topic, p)));
+            }
+        }
+        assigned
+    }
+
+    /// Partitions to fetch, by leader: the assignment, and partitions that
+    /// moved away while the application still has records of them. Leaders
+    /// that only need to forget partitions or take acks get an entry too.
     fn fetch_targets(&mut self) -> BTreeMap<i32, BTreeSet<Tip>> {
         let mut targets: BTreeMap<i32, BTreeSet<Tip>> = BTreeMap::new();
         for (topic_id, partitions) in self.membership.state().assignment {
@@ -265,6 +323,22 @@ impl ShareConsumer {
                 }
             }
         }
+        let now = Instant::now();
+        let assigned = self.assigned();
+        let mut revoked = HashMap::new();
+        for (tp, node) in self.tracker.unsettled(now) {
+            if assigned.contains(&tp) {
+                continue;
+            }
+            let since = self.revoked.get(&tp).copied().unwrap_or(now);
+            if self.still_waits(since, now)
+                && let Some(topic_id) = self.cluster.topic_id(&tp.topic)
+            {
+                targets.entry(node).or_default().insert((topic_id, tp.partition));
+            }
+            revoked.insert(tp, since);
+        }
+        self.revoked = revoked;
         for node in self.tracker.nodes_with_pending() {
             targets.entry(node).or_default();
         }
@@ -333,6 +407,7 @@ impl ShareConsumer {
             ms if ms > 0 => Duration::from_millis(ms as u64),
             _ => DEFAULT_LOCK_TIMEOUT,
         };
+        self.lock_timeout = lock;
         // Measured from sending: the broker started the clock before replying.
         let expires_at = sent_at + lock;
         let received = Instant::now();
