@@ -2,38 +2,60 @@
 # Builds the plugins and runs every test. Integration tests start their own
 # Kafka-protocol broker (librdkafka's mock, through confluent-kafka) unless
 # SPILLWAY_TEST_BOOTSTRAP names one, for example a real Apache Kafka 4.2+.
+#
+# The servers and tools the tests use are installed where missing, in the
+# background while the host compiles: installing waits on the network, and
+# compiling keeps both cores busy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PACKAGES=(-p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror)
+mkdir -p target/tmp
+
+install_test_services() {
+  if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
+    python3 -m pip install -q 'confluent-kafka==2.16.1'
+  fi
+  # The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
+  # unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
+  python3 -c 'import moto.server, boto3' 2>/dev/null || python3 -m pip install -q 'moto[server]==5.2.5'
+  # The mirror's exactly-once tests run between two noida-db Kafka brokers
+  # (PyPI; correct transactions, which librdkafka's mock lacks) unless
+  # SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
+  python3 -c 'import noida_db' 2>/dev/null || python3 -m pip install -q 'noida-db==0.2.3'
+  # The REST API's fuzz test runs schemathesis against the OpenAPI document.
+  python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
+  # The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
+  # tests/support/db-server.sh starts on 127.0.0.1 for each test binary, unless
+  # SPILLWAY_TEST_POSTGRES_URL and SPILLWAY_TEST_MYSQL_URL name servers.
+  local need=()
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+  [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+  if [ ${#need[@]} -gt 0 ] && [ -z "${SPILLWAY_TEST_POSTGRES_URL:-}${SPILLWAY_TEST_MYSQL_URL:-}" ]; then
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    # Waits for dpkg's lock if something else holds it.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+      --no-install-recommends "${need[@]}" >/dev/null
+  fi
+}
+
 scripts/host-deps.sh
+# Before the installs start: its fallback toolchain comes from apt too.
 scripts/build-plugins.sh
+install_log=target/tmp/test-services-install.log
+install_test_services >"$install_log" 2>&1 &
+installing=$!
+cargo test --release "${PACKAGES[@]}" --no-run
+if ! wait "$installing"; then
+  echo "installing the test services failed:" >&2
+  cat "$install_log" >&2
+  exit 1
+fi
 # The example sinks in Python and JavaScript (componentize-py from PyPI,
 # componentize-js from npm), which the host's tests run end to end.
 scripts/build-examples.sh
-if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
-  python3 -m pip install -q 'confluent-kafka==2.16.1'
-fi
-# The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
-# unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
-python3 -c 'import moto.server, boto3' 2>/dev/null || python3 -m pip install -q 'moto[server]==5.2.5'
-# The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
-# tests/support/db-server.sh starts on 127.0.0.1 for each test binary, unless
-# SPILLWAY_TEST_POSTGRES_URL and SPILLWAY_TEST_MYSQL_URL name servers.
-need=()
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
-[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
-if [ ${#need[@]} -gt 0 ] && [ -z "${SPILLWAY_TEST_POSTGRES_URL:-}${SPILLWAY_TEST_MYSQL_URL:-}" ]; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-# The mirror's exactly-once tests run between two noida-db Kafka brokers
-# (PyPI; correct transactions, which librdkafka's mock lacks) unless
-# SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
-python3 -c 'import noida_db' 2>/dev/null || python3 -m pip install -q 'noida-db==0.2.3'
-# The server binary itself (the `noida-db` script runs it as a child).
+# The noida-db server binary itself (the `noida-db` script runs it as a child).
 export SPILLWAY_NOIDA_DB="${SPILLWAY_NOIDA_DB:-$(python3 -c "from importlib.resources import files; print(files('noida_db').joinpath('noida-db'))")}"
 chmod +x "$SPILLWAY_NOIDA_DB"
-# The REST API's fuzz test runs schemathesis against the OpenAPI document.
-python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
 export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
-cargo test --release -p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror
+cargo test --release "${PACKAGES[@]}"
