@@ -247,6 +247,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         worker_id: addr.to_string(),
         bootstrap_servers: bootstrap,
         state_file: worker.state_file,
+        config_topic: worker.config_topic,
         plugin_dir: worker.plugin_dir,
         defaults,
     };

@@ -37,6 +37,7 @@ async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
         worker_id: "127.0.0.1:0".into(),
         bootstrap_servers: bootstrap.into(),
         state_file: support::worker_state_file(dir),
+        config_topic: None,
         plugin_dir: plugin_dir(),
         defaults: WorkerDefaults::default(),
     };

@@ -69,6 +69,7 @@ impl Host {
             worker_id: addr.to_string(),
             bootstrap_servers: bootstrap.to_string(),
             state_file: state_file.to_path_buf(),
+            config_topic: None,
             plugin_dir: plugin_dir.to_path_buf(),
             defaults,
         };

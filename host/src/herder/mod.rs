@@ -13,6 +13,7 @@ mod worker;
 mod worker_file;
 
 pub use plugins::{PluginRegistry, ScanReport};
+pub use store::ConfigTopic;
 pub use types::*;
 pub use worker_file::{WorkerFile, worker_keys};
 
@@ -61,6 +62,9 @@ pub struct WorkerConfig {
     pub bootstrap_servers: String,
     /// Where the standalone state file lives.
     pub state_file: PathBuf,
+    /// `config.storage.topic`: keeps the state in this Kafka topic instead
+    /// of the file.
+    pub config_topic: Option<ConfigTopic>,
     /// Directory scanned for plugin components (`*.wasm`).
     pub plugin_dir: PathBuf,
     pub defaults: WorkerDefaults,

@@ -28,7 +28,7 @@ pub struct Worker {
     runtime: Runtime,
     pub(super) plugins: PluginRegistry,
     store: StateStore,
-    /// What is on disk, kept in step with every change.
+    /// What the store holds, kept in step with every change.
     stored: StoredState,
     connectors: BTreeMap<String, ConnectorRuntime>,
     /// Restarts answered (and recorded) but not yet carried out.
@@ -135,14 +135,15 @@ impl Worker {
             defaults.providers.protect(path);
         }
         let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
-        let store = StateStore::new(&config.state_file);
+        let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+        let mut store = StateStore::open(&config.state_file, config.config_topic.as_ref(), &cluster).await?;
         let mut stored = store.load()?;
         // KIP-745: start-up starts everything, which fulfils any restart
         // request still on record.
         if !stored.restart_requests.is_empty() {
             tracing::info!(count = stored.restart_requests.len(), "restart requests read at start-up are ignored");
             stored.restart_requests.clear();
-            store.save(&stored)?;
+            store.save(&stored).await?;
         }
         let (events, event_receiver) = mpsc::unbounded_channel();
         let mut worker = Worker {
@@ -196,8 +197,15 @@ impl Worker {
         }
     }
 
-    fn save(&mut self) -> HerderResult<()> {
-        self.store.save(&self.stored).map_err(|e| HerderError::Internal(format!("saving connector state: {e:#}")))
+    /// Makes `stored` durable. If it cannot be, `stored` goes back to what
+    /// the store holds, and the change is refused.
+    async fn save(&mut self) -> HerderResult<()> {
+        let Err(e) = self.store.save(&self.stored).await else { return Ok(()) };
+        match self.store.load() {
+            Ok(durable) => self.stored = durable,
+            Err(reload) => tracing::error!(error = %reload, "reading the state store back failed"),
+        }
+        Err(HerderError::Internal(format!("saving connector state: {e:#}")))
     }
 
     pub fn connector_names(&self) -> Vec<String> {
@@ -224,7 +232,7 @@ impl Worker {
         self.check_config(&config, None).await?;
         let target = initial_state.unwrap_or(TargetState::Started);
         self.stored.connectors.insert(name.clone(), StoredConnector { config: config.clone(), target_state: target });
-        self.save()?;
+        self.save().await?;
         self.connectors.insert(
             name.clone(),
             ConnectorRuntime {
@@ -261,7 +269,7 @@ impl Worker {
         self.check_config(&config, previous.as_ref()).await?;
         let stored = self.stored.connectors.get_mut(&name).expect("stored with the connector");
         stored.config = config.clone();
-        self.save()?;
+        self.save().await?;
         self.reconfigure(&name, config).await;
         Ok((false, self.info(&name)?))
     }
@@ -449,7 +457,7 @@ impl Worker {
         self.stored.connectors.remove(&name);
         self.stored.restart_requests.remove(&name);
         self.pending_restarts.retain(|(n, _)| n != &name);
-        self.save()
+        self.save().await
     }
 
     // ---- lifecycle ----
@@ -642,7 +650,7 @@ impl Worker {
     pub async fn set_target(&mut self, name: String, target: TargetState) -> HerderResult<()> {
         self.connector(&name)?;
         self.stored.connectors.get_mut(&name).expect("stored with the connector").target_state = target;
-        self.save()?;
+        self.save().await?;
         let connector = self.connectors.get_mut(&name).expect("checked");
         if connector.target == target {
             return Ok(());
@@ -695,7 +703,7 @@ impl Worker {
             },
         };
         self.stored.restart_requests.insert(name.clone(), RestartRequest { include_tasks, only_failed });
-        self.save()?;
+        self.save().await?;
         let connector = self.connectors.get_mut(&name).expect("checked");
         if plan.connector {
             connector.state = State::Restarting;
@@ -737,7 +745,7 @@ impl Worker {
                 }
             }
             self.stored.restart_requests.remove(&name);
-            if let Err(e) = self.save() {
+            if let Err(e) = self.save().await {
                 tracing::error!(connector = name, error = %e, "could not clear a finished restart request");
             }
         }

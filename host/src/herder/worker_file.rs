@@ -4,6 +4,7 @@
 //! one table, [`worker_keys`], which drives parsing, validation and README's
 //! table (`spillway config-keys --worker`).
 
+use super::store::ConfigTopic;
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, Value, providers};
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
@@ -29,6 +30,8 @@ pub struct WorkerFile {
     pub plugin_dir: PathBuf,
     /// `config.storage.file`.
     pub state_file: PathBuf,
+    /// `config.storage.topic`, `config.storage.replication.factor`.
+    pub config_topic: Option<ConfigTopic>,
     /// `policy.*`.
     pub policy: GrantPolicy,
     /// `config.providers*`.
@@ -96,6 +99,16 @@ impl WorkerFile {
             problems.append(&mut more);
             ClientSettings::default()
         });
+        let bootstrap_servers = Some(values.string("bootstrap.servers").to_string()).filter(|b| !b.is_empty());
+        let config_topic = Some(values.string("config.storage.topic").trim().to_string())
+            .filter(|name| !name.is_empty())
+            .map(|name| ConfigTopic { name, replication_factor: values.int("config.storage.replication.factor") });
+        if config_topic.is_some() && bootstrap_servers.is_none() {
+            problems.push(Problem::new(
+                "config.storage.topic",
+                "needs bootstrap.servers: the embedded broker keeps nothing across restarts",
+            ));
+        }
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -104,9 +117,10 @@ impl WorkerFile {
             listener_tls,
             rest_users: path("rest.auth.basic.users.file"),
             rest_tokens: path("rest.auth.bearer.tokens.file"),
-            bootstrap_servers: Some(values.string("bootstrap.servers").to_string()).filter(|b| !b.is_empty()),
+            bootstrap_servers,
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
+            config_topic,
             policy,
             providers,
             clients,
@@ -186,9 +200,28 @@ pub fn worker_keys() -> &'static ConfigDef {
                         "config.storage.file",
                         Type::String,
                         High,
-                        "File that keeps connector configs and target states across restarts.",
+                        "File that keeps connector configs and target states across restarts, unless \
+                         config.storage.topic names a topic for them.",
                     )
                     .with_default(".spillway/connectors.json"),
+                    key(
+                        "config.storage.topic",
+                        Type::String,
+                        High,
+                        "Kafka topic that keeps connector configs, target states and restart requests instead of \
+                         config.storage.file, as Kafka Connect's config topic (same keys and values): one partition, \
+                         compacted, created so when missing; one that exists otherwise is refused. Empty: the file.",
+                    )
+                    .with_default(""),
+                    key(
+                        "config.storage.replication.factor",
+                        Type::Int,
+                        Medium,
+                        "Replication factor of the config topic when the worker creates it; -1 takes the \
+                         broker's default.",
+                    )
+                    .with_default("-1")
+                    .with_validator(Validator::at_least(-1)),
                 ],
             )
             .group(

@@ -27,14 +27,20 @@ pub async fn start_herder(broker: &Broker, dir: &Path) -> Herder {
 
 /// A herder on `broker`, keeping its state in `dir`, with the plugins in `plugins`.
 pub async fn start_herder_with_plugins(broker: &Broker, dir: &Path, plugins: &Path) -> Herder {
-    let config = WorkerConfig {
+    Herder::start(worker_config(&broker.bootstrap, dir, plugins), test_runtime()).await.unwrap()
+}
+
+/// A worker on `bootstrap`, keeping its state in `dir` (unless the test
+/// names a config topic), with the plugins in `plugins`.
+pub fn worker_config(bootstrap: &str, dir: &Path, plugins: &Path) -> WorkerConfig {
+    WorkerConfig {
         worker_id: "127.0.0.1:0".into(),
-        bootstrap_servers: broker.bootstrap.clone(),
+        bootstrap_servers: bootstrap.to_string(),
         state_file: super::worker_state_file(dir),
+        config_topic: None,
         plugin_dir: plugins.to_path_buf(),
         defaults: WorkerDefaults::default(),
-    };
-    Herder::start(config, test_runtime()).await.unwrap()
+    }
 }
 
 /// `target/plugins-extra`, where builds for tests to install on purpose are.

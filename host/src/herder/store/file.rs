@@ -2,41 +2,18 @@
 //! restart requests in one JSON file, replaced atomically on every change, so
 //! that a host restart brings every connector back as it was.
 
-use super::types::{ConfigMap, TargetState};
+use super::StoredState;
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StoredState {
-    pub connectors: BTreeMap<String, StoredConnector>,
-    /// KIP-745: recorded before a restart is answered, removed once done.
-    #[serde(default)]
-    pub restart_requests: BTreeMap<String, RestartRequest>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredConnector {
-    pub config: ConfigMap,
-    pub target_state: TargetState,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct RestartRequest {
-    pub include_tasks: bool,
-    pub only_failed: bool,
-}
-
-pub struct StateStore {
+pub struct FileStore {
     path: PathBuf,
 }
 
-impl StateStore {
+impl FileStore {
     pub fn new(path: &Path) -> Self {
-        StateStore { path: path.to_path_buf() }
+        FileStore { path: path.to_path_buf() }
     }
 
     pub fn load(&self) -> Result<StoredState> {
@@ -64,12 +41,14 @@ impl StateStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{RestartRequest, StoredConnector};
     use super::*;
+    use crate::herder::types::TargetState;
 
     #[test]
     fn state_survives_a_round_trip_and_a_missing_file_is_empty() {
         let dir = tempfile::tempdir().unwrap();
-        let store = StateStore::new(&dir.path().join("state.json"));
+        let store = FileStore::new(&dir.path().join("state.json"));
         assert_eq!(store.load().unwrap(), StoredState::default());
         let mut state = StoredState::default();
         state.connectors.insert(

@@ -1,0 +1,70 @@
+//! Where the worker keeps connector configs, target states and pending
+//! restart requests, behind one face: a file (standalone, the default) or a
+//! compacted Kafka topic (`config.storage.topic`, Connect's config topic),
+//! which outlives the worker's machine and which other workers can read.
+
+mod file;
+mod topic;
+
+use super::types::{ConfigMap, TargetState};
+use crate::kafka::clients::ClusterAccess;
+use anyhow::Result;
+pub use file::FileStore;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+pub use topic::{ConfigTopic, TopicStore};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredState {
+    pub connectors: BTreeMap<String, StoredConnector>,
+    /// KIP-745: recorded before a restart is answered, removed once done.
+    #[serde(default)]
+    pub restart_requests: BTreeMap<String, RestartRequest>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredConnector {
+    /// As the user gave it: config-provider placeholders are kept, never
+    /// the secrets they stand for.
+    pub config: ConfigMap,
+    pub target_state: TargetState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RestartRequest {
+    pub include_tasks: bool,
+    pub only_failed: bool,
+}
+
+pub enum StateStore {
+    File(FileStore),
+    Topic(Box<TopicStore>),
+}
+
+impl StateStore {
+    /// The config topic when one is named, else the file.
+    pub async fn open(file: &Path, topic: Option<&ConfigTopic>, cluster: &ClusterAccess) -> Result<Self> {
+        Ok(match topic {
+            Some(topic) => StateStore::Topic(Box::new(TopicStore::open(cluster, topic).await?)),
+            None => StateStore::File(FileStore::new(file)),
+        })
+    }
+
+    pub fn load(&self) -> Result<StoredState> {
+        match self {
+            StateStore::File(store) => store.load(),
+            StateStore::Topic(store) => Ok(store.load()),
+        }
+    }
+
+    /// Returns once the change is durable: synced to disk, or acknowledged
+    /// by every in-sync replica of the config topic.
+    pub async fn save(&mut self, state: &StoredState) -> Result<()> {
+        match self {
+            StateStore::File(store) => store.save(state),
+            StateStore::Topic(store) => store.save(state).await,
+        }
+    }
+}

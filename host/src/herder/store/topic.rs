@@ -1,0 +1,394 @@
+//! Connect's config topic (`config.storage.topic`): one record per change,
+//! keyed as Kafka Connect's `KafkaConfigBackingStore` keys them, so that the
+//! topic reads the same to either:
+//!
+//! ```text
+//! connector-<name>           {"properties": {...}}                      null: deleted
+//! target-state-<name>        {"state": "PAUSED", "state.v2": "STOPPED"} null: deleted
+//! restart-connector-<name>   {"include-tasks": true, "only-failed": false}  null: done
+//! ```
+//!
+//! The topic has one partition, so that every reader sees the changes in the
+//! order they were made, and is compacted, so that the last record of a key is
+//! all that matters. A cluster that cannot create topics (librdkafka's mock)
+//! makes it on first use, with as many partitions as it likes: the store
+//! then writes and reads partition 0 only.
+
+use super::{RestartRequest, StoredConnector, StoredState};
+use crate::herder::types::{ConfigMap, TargetState};
+use crate::kafka::clients::{ClusterAccess, Role};
+use crate::kafka::target::serves_admin_requests;
+use anyhow::{Context, Result, anyhow, bail};
+use futures::future::join_all;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The one partition the store writes and reads.
+const PARTITION: i32 = 0;
+/// How long one admin call, one write or reading the topic to its end may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `config.storage.topic` and `config.storage.replication.factor`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigTopic {
+    pub name: String,
+    /// -1: the broker's default.
+    pub replication_factor: i32,
+}
+
+pub struct TopicStore {
+    topic: String,
+    producer: FutureProducer,
+    /// What the topic holds: read at start-up, then kept up with our writes.
+    written: StoredState,
+}
+
+impl TopicStore {
+    /// Creates the topic where missing (or checks the one there), and reads
+    /// it to its end.
+    pub async fn open(cluster: &ClusterAccess, topic: &ConfigTopic) -> Result<Self> {
+        let admin: AdminClient<DefaultClientContext> =
+            cluster.rdkafka(Role::Admin).create().context("an admin client for the config topic")?;
+        ensure_topic(admin, topic).await?;
+        let reader = cluster.rdkafka(Role::Consumer);
+        let name = topic.name.clone();
+        let records = tokio::task::spawn_blocking(move || read_to_end(reader, &name)).await??;
+        let written = replay(&records);
+        tracing::info!(
+            topic = topic.name,
+            records = records.len(),
+            connectors = written.connectors.len(),
+            "read the config topic"
+        );
+        let producer: FutureProducer = cluster
+            .rdkafka(Role::Producer)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "0")
+            .create()
+            .context("a producer for the config topic")?;
+        Ok(TopicStore { topic: topic.name.clone(), producer, written })
+    }
+
+    pub fn load(&self) -> StoredState {
+        self.written.clone()
+    }
+
+    /// Writes a record for each key that differs from what the topic holds,
+    /// in order, and returns once every one was acknowledged.
+    pub async fn save(&mut self, state: &StoredState) -> Result<()> {
+        let records = changes(&self.written, state);
+        let sends = records.iter().map(|(key, value)| {
+            let record = FutureRecord::<String, Vec<u8>>::to(&self.topic).partition(PARTITION).key(key);
+            let record = match value {
+                Some(value) => record.payload(value),
+                None => record,
+            };
+            self.producer.send(record, Timeout::After(TIMEOUT))
+        });
+        for (sent, (key, _)) in join_all(sends).await.into_iter().zip(&records) {
+            sent.map_err(|(e, _)| anyhow!("writing {key} to the config topic {}: {e}", self.topic))?;
+        }
+        // Only now: after a failed write the next save writes the difference again.
+        self.written = state.clone();
+        Ok(())
+    }
+}
+
+/// One record of the topic: its key and value (`None`: a tombstone).
+type Record = (String, Option<Vec<u8>>);
+
+#[derive(Serialize, Deserialize)]
+struct ConnectorValue {
+    properties: ConfigMap,
+}
+
+/// Connect writes `state` for old readers (which know no STOPPED) and
+/// `state.v2` (KIP-875) for new ones.
+#[derive(Serialize, Deserialize)]
+struct TargetValue {
+    state: TargetState,
+    #[serde(rename = "state.v2", default, skip_serializing_if = "Option::is_none")]
+    state_v2: Option<TargetState>,
+}
+
+const CONNECTOR: &str = "connector-";
+const TARGET: &str = "target-state-";
+const RESTART: &str = "restart-connector-";
+
+/// The records that turn `old` into `new`. A new connector's target state
+/// goes first, as Connect writes it (KIP-980): a connector created paused is
+/// never seen running.
+fn changes(old: &StoredState, new: &StoredState) -> Vec<Record> {
+    let mut records = Vec::new();
+    for (name, connector) in &new.connectors {
+        let before = old.connectors.get(name);
+        if before.is_none_or(|b| b.target_state != connector.target_state) {
+            let target = connector.target_state;
+            let old_readers = if target == TargetState::Stopped { TargetState::Paused } else { target };
+            let value = TargetValue { state: old_readers, state_v2: Some(target) };
+            records.push((format!("{TARGET}{name}"), json(&value)));
+        }
+        if before.is_none_or(|b| b.config != connector.config) {
+            records
+                .push((format!("{CONNECTOR}{name}"), json(&ConnectorValue { properties: connector.config.clone() })));
+        }
+    }
+    for name in old.connectors.keys().filter(|name| !new.connectors.contains_key(*name)) {
+        records.push((format!("{CONNECTOR}{name}"), None));
+        records.push((format!("{TARGET}{name}"), None));
+    }
+    for (name, request) in &new.restart_requests {
+        if old.restart_requests.get(name) != Some(request) {
+            records.push((format!("{RESTART}{name}"), json(request)));
+        }
+    }
+    for name in old.restart_requests.keys().filter(|name| !new.restart_requests.contains_key(*name)) {
+        records.push((format!("{RESTART}{name}"), None));
+    }
+    records
+}
+
+/// The state the records come to, read in order. A target state may come
+/// before its connector's config; a config without one runs (STARTED), as
+/// in Connect. Records of other kinds (Connect's task configs, say) and
+/// values that do not parse are skipped with a warning.
+fn replay(records: &[Record]) -> StoredState {
+    let mut configs: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    let mut targets: BTreeMap<String, TargetState> = BTreeMap::new();
+    let mut restarts: BTreeMap<String, RestartRequest> = BTreeMap::new();
+    for (key, value) in records {
+        let parsed = if let Some(name) = key.strip_prefix(CONNECTOR) {
+            apply(&mut configs, name, value.as_deref(), |v: ConnectorValue| v.properties)
+        } else if let Some(name) = key.strip_prefix(TARGET) {
+            apply(&mut targets, name, value.as_deref(), |v: TargetValue| v.state_v2.unwrap_or(v.state))
+        } else if let Some(name) = key.strip_prefix(RESTART) {
+            apply(&mut restarts, name, value.as_deref(), |v: RestartRequest| v)
+        } else {
+            tracing::debug!(key, "config topic record of a kind this worker does not keep");
+            Ok(())
+        };
+        if let Err(e) = parsed {
+            tracing::warn!(key, error = %e, "config topic record skipped");
+        }
+    }
+    let connectors: BTreeMap<String, StoredConnector> = configs
+        .into_iter()
+        .map(|(name, config)| {
+            let target_state = targets.get(&name).copied().unwrap_or(TargetState::Started);
+            (name, StoredConnector { config, target_state })
+        })
+        .collect();
+    restarts.retain(|name, _| connectors.contains_key(name));
+    StoredState { connectors, restart_requests: restarts }
+}
+
+fn apply<V: serde::de::DeserializeOwned, T>(
+    map: &mut BTreeMap<String, T>,
+    name: &str,
+    value: Option<&[u8]>,
+    take: impl FnOnce(V) -> T,
+) -> Result<(), serde_json::Error> {
+    match value {
+        None => {
+            map.remove(name);
+        }
+        Some(bytes) => {
+            map.insert(name.to_string(), take(serde_json::from_slice(bytes)?));
+        }
+    }
+    Ok(())
+}
+
+/// Creates the topic (one partition, compacted) unless it exists; one that
+/// exists must have one partition and be compacted, as Connect requires.
+async fn ensure_topic(admin: AdminClient<DefaultClientContext>, topic: &ConfigTopic) -> Result<()> {
+    let (admin, serves) = tokio::task::spawn_blocking(move || {
+        let serves = serves_admin_requests(admin.inner(), TIMEOUT);
+        (admin, serves)
+    })
+    .await?;
+    if !serves {
+        tracing::warn!(
+            topic = topic.name,
+            "the cluster takes no admin requests (librdkafka's mock): the config topic is made on first use, \
+             unchecked, and only its partition 0 is used"
+        );
+        return Ok(());
+    }
+    let options = AdminOptions::new().operation_timeout(Some(Timeout::After(TIMEOUT)));
+    let new = NewTopic::new(&topic.name, 1, TopicReplication::Fixed(topic.replication_factor))
+        .set("cleanup.policy", "compact");
+    let created = admin.create_topics([&new], &options).await.context("creating the config topic")?;
+    match created.into_iter().next() {
+        Some(Ok(_)) => {
+            tracing::info!(topic = topic.name, "created the config topic");
+            return Ok(());
+        }
+        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => {}
+        Some(Err((_, code))) => bail!("creating the config topic {}: {code}", topic.name),
+        None => bail!("creating the config topic {}: no answer", topic.name),
+    }
+    let name = topic.name.clone();
+    let (admin, partitions) = tokio::task::spawn_blocking(move || {
+        let partitions = admin
+            .inner()
+            .fetch_metadata(Some(&name), TIMEOUT)
+            .map(|m| m.topics().first().map_or(0, |t| t.partitions().len()));
+        (admin, partitions)
+    })
+    .await?;
+    let partitions = partitions.with_context(|| format!("reading the metadata of the config topic {}", topic.name))?;
+    if partitions != 1 {
+        bail!(
+            "the config topic {} has {partitions} partitions; it must have exactly one, so that every worker reads \
+             the changes in order (create it with one partition, or name another config.storage.topic)",
+            topic.name
+        );
+    }
+    let described = admin
+        .describe_configs([&ResourceSpecifier::Topic(&topic.name)], &options)
+        .await
+        .context("describing the config topic")?;
+    let policy = described
+        .into_iter()
+        .next()
+        .and_then(Result::ok)
+        .and_then(|resource| resource.get("cleanup.policy").and_then(|e| e.value.clone()));
+    match policy {
+        Some(policy) if policy.split(',').any(|p| p.trim() == "compact") => Ok(()),
+        Some(policy) => bail!(
+            "the config topic {} has cleanup.policy={policy}; it must be compacted (cleanup.policy=compact), or \
+             old connector configs are deleted with age",
+            topic.name
+        ),
+        None => {
+            tracing::warn!(topic = topic.name, "could not read the config topic's cleanup.policy; not checked");
+            Ok(())
+        }
+    }
+}
+
+/// Every record of partition 0, from the start to the end it had when
+/// reading began. Blocking.
+fn read_to_end(mut config: rdkafka::ClientConfig, topic: &str) -> Result<Vec<Record>> {
+    let consumer: BaseConsumer = config
+        .set("group.id", format!("spillway-config-reader-{}", uuid::Uuid::new_v4()))
+        .set("enable.auto.commit", "false")
+        .set("allow.auto.create.topics", "true")
+        .create()
+        .context("a consumer for the config topic")?;
+    let deadline = Instant::now() + TIMEOUT;
+    let (low, high) = loop {
+        // Asking for its metadata makes a topic made on first use; it
+        // appears a moment later.
+        let _ = consumer.fetch_metadata(Some(topic), TIMEOUT);
+        match consumer.fetch_watermarks(topic, PARTITION, TIMEOUT) {
+            Ok(marks) => break marks,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(topic, error = %e, "config topic not readable yet");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(anyhow!("reading the end of the config topic {topic}: {e}")),
+        }
+    };
+    let mut records = Vec::new();
+    if high <= low {
+        return Ok(records);
+    }
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, PARTITION, Offset::Offset(low))?;
+    consumer.assign(&list)?;
+    let mut next = low;
+    while next < high {
+        if Instant::now() >= deadline {
+            bail!("reading the config topic {topic}: at offset {next} of {high} after {TIMEOUT:?}");
+        }
+        match consumer.poll(Duration::from_millis(500)) {
+            Some(Ok(message)) => {
+                next = message.offset() + 1;
+                let Some(key) = message.key().map(|k| String::from_utf8_lossy(k).into_owned()) else { continue };
+                records.push((key, message.payload().map(<[u8]>::to_vec)));
+            }
+            Some(Err(e)) => bail!("reading the config topic {topic}: {e}"),
+            None => {}
+        }
+    }
+    Ok(records)
+}
+
+fn json<T: Serialize>(value: &T) -> Option<Vec<u8>> {
+    Some(serde_json::to_vec(value).expect("plain data serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connector(target: TargetState, key: &str) -> StoredConnector {
+        StoredConnector { config: [("k".to_string(), key.to_string())].into(), target_state: target }
+    }
+
+    fn state(connectors: &[(&str, StoredConnector)]) -> StoredState {
+        StoredState {
+            connectors: connectors.iter().map(|(n, c)| (n.to_string(), c.clone())).collect(),
+            restart_requests: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn each_change_is_written_as_connect_keys_it_and_replays_to_the_same_state() {
+        let mut log: Vec<Record> = Vec::new();
+        let mut written = StoredState::default();
+        let mut step = |next: StoredState, log: &mut Vec<Record>| -> Vec<String> {
+            let records = changes(&written, &next);
+            let keys = records.iter().map(|(k, _)| k.clone()).collect();
+            log.extend(records);
+            assert_eq!(replay(log), next, "the topic replays to the state written");
+            written = next;
+            keys
+        };
+        let a = connector(TargetState::Paused, "1");
+        let keys = step(state(&[("a", a.clone())]), &mut log);
+        assert_eq!(keys, ["target-state-a", "connector-a"], "target state first");
+        let keys = step(state(&[("a", connector(TargetState::Paused, "2"))]), &mut log);
+        assert_eq!(keys, ["connector-a"], "only what changed");
+        let keys = step(state(&[("a", connector(TargetState::Stopped, "2"))]), &mut log);
+        assert_eq!(keys, ["target-state-a"]);
+        let (_, value) = log.last().unwrap();
+        let value: serde_json::Value = serde_json::from_slice(value.as_ref().unwrap()).unwrap();
+        assert_eq!(value, serde_json::json!({"state": "PAUSED", "state.v2": "STOPPED"}));
+        let mut restarting = state(&[("a", connector(TargetState::Stopped, "2"))]);
+        restarting.restart_requests.insert("a".into(), RestartRequest { include_tasks: true, only_failed: false });
+        assert_eq!(step(restarting, &mut log), ["restart-connector-a"]);
+        let keys = step(StoredState::default(), &mut log);
+        assert_eq!(keys, ["connector-a", "target-state-a", "restart-connector-a"]);
+        assert!(log[log.len() - 3..].iter().all(|(_, v)| v.is_none()), "tombstones");
+    }
+
+    #[test]
+    fn records_written_by_kafka_connect_are_read() {
+        let records: Vec<Record> = vec![
+            ("connector-c".into(), Some(br#"{"properties":{"connector.class":"x","tasks.max":"1"}}"#.to_vec())),
+            ("task-c-0".into(), Some(br#"{"properties":{}}"#.to_vec())),
+            ("commit-c".into(), Some(br#"{"tasks":1}"#.to_vec())),
+            ("target-state-c".into(), Some(br#"{"state":"PAUSED"}"#.to_vec())),
+            ("connector-gone".into(), Some(br#"{"properties":{}}"#.to_vec())),
+            ("connector-gone".into(), None),
+            ("connector-bad".into(), Some(b"not json".to_vec())),
+        ];
+        let state = replay(&records);
+        assert_eq!(state.connectors.keys().collect::<Vec<_>>(), ["c"]);
+        assert_eq!(state.connectors["c"].target_state, TargetState::Paused);
+        assert_eq!(state.connectors["c"].config["tasks.max"], "1");
+    }
+}
