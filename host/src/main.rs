@@ -248,6 +248,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         bootstrap_servers: bootstrap,
         state_file: worker.state_file,
         config_topic: worker.config_topic,
+        status_topic: worker.status_topic,
         plugin_dir: worker.plugin_dir,
         defaults,
     };

@@ -4,7 +4,8 @@
 //! topic brings every connector back. On the test broker (librdkafka's mock,
 //! which cannot create topics: partition 0 of the auto-created topic is
 //! used) and on noida-db, which can: the topic is created with one partition,
-//! and a topic with several is refused.
+//! and a topic with several is refused. And `status.storage.topic`, where
+//! statuses are written as Connect's status topic has them.
 
 mod support;
 
@@ -15,7 +16,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
-use spillway::herder::{ConfigMap, ConfigTopic, Herder, HerderError, State, TargetState};
+use spillway::herder::{ConfigMap, ConfigTopic, Herder, HerderError, State, StatusTopic, TargetState};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::herder::{plugin_dir, test_runtime, wait_running, worker_config};
@@ -36,17 +37,23 @@ fn noop_config(name: &str) -> ConfigMap {
         .collect()
 }
 
+type Records = Vec<(String, Option<serde_json::Value>)>;
+
 /// Partition 0 of `topic`, every record as key and JSON value (`None`: a tombstone).
-fn read_topic(bootstrap: &str, topic: &str) -> Vec<(String, Option<serde_json::Value>)> {
+fn read_topic(bootstrap: &str, topic: &str) -> Records {
+    read_partition(bootstrap, topic, 0)
+}
+
+fn read_partition(bootstrap: &str, topic: &str, partition: i32) -> Records {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique("reader"))
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
-    let (low, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(10)).unwrap();
+    let (low, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)).unwrap();
     let mut list = TopicPartitionList::new();
-    list.add_partition_offset(topic, 0, Offset::Offset(low)).unwrap();
+    list.add_partition_offset(topic, partition, Offset::Offset(low)).unwrap();
     consumer.assign(&list).unwrap();
     let (mut records, mut next) = (Vec::new(), low);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -174,4 +181,46 @@ async fn the_config_topic_is_created_with_one_partition_and_one_of_several_is_re
     let refused = start_worker(&noida.bootstrap, dir.path(), &deleting).await.err().expect("refused");
     let message = format!("{refused:#}");
     assert!(message.contains("cleanup.policy=delete; it must be compacted"), "{message}");
+}
+
+/// Each status change is a record, keyed and encoded as Connect's status
+/// topic has them (each key in order within its partition), and a deleted
+/// connector's statuses end in tombstones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn statuses_are_written_to_the_status_topic_as_they_change() {
+    let broker = Broker::start_or_env();
+    let topic = unique("spillway-status");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = worker_config(&broker.bootstrap, dir.path(), &plugin_dir());
+    config.status_topic = Some(StatusTopic { name: topic.clone(), partitions: 5, replication_factor: -1 });
+    let worker_id = config.worker_id.clone();
+    let worker = Herder::start(config, test_runtime()).await.expect("worker");
+    worker.create("watched".into(), noop_config("watched"), None).await.unwrap();
+    wait_running(&worker, "watched", 1).await;
+    worker.pause("watched".into()).await.unwrap();
+    wait_for_state(&worker, "watched", State::Paused).await;
+    worker.delete("watched".into()).await.unwrap();
+    worker.shutdown().await.unwrap();
+
+    let admin: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &broker.bootstrap).create().unwrap();
+    let metadata = admin.fetch_metadata(Some(&topic), Duration::from_secs(10)).unwrap();
+    let mut by_key: std::collections::BTreeMap<String, Vec<Option<serde_json::Value>>> = Default::default();
+    for partition in 0..metadata.topics()[0].partitions().len() as i32 {
+        for (key, value) in read_partition(&broker.bootstrap, &topic, partition) {
+            by_key.entry(key).or_default().push(value);
+        }
+    }
+    let keys: Vec<&String> = by_key.keys().collect();
+    assert_eq!(keys, ["status-connector-watched", "status-task-watched-0"]);
+    for (key, values) in &by_key {
+        assert_eq!(values.last(), Some(&None), "{key} ends in a tombstone: {values:?}");
+        let states: Vec<&str> = values.iter().flatten().map(|v| v["state"].as_str().unwrap()).collect();
+        let running = states.iter().position(|s| *s == "RUNNING").unwrap_or_else(|| panic!("{key}: {states:?}"));
+        assert!(states[running..].contains(&"PAUSED"), "{key}: RUNNING, then PAUSED: {states:?}");
+        assert!(states.windows(2).all(|w| w[0] != w[1]), "{key}: only changes are written: {states:?}");
+        for value in values.iter().flatten() {
+            assert_eq!(value["worker_id"], worker_id.as_str());
+            assert!(value["generation"].is_u64() && value.get("trace").is_some(), "{value}");
+        }
+    }
 }

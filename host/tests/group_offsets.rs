@@ -38,6 +38,7 @@ async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
         bootstrap_servers: bootstrap.into(),
         state_file: support::worker_state_file(dir),
         config_topic: None,
+        status_topic: None,
         plugin_dir: plugin_dir(),
         defaults: WorkerDefaults::default(),
     };

@@ -70,6 +70,7 @@ impl Host {
             bootstrap_servers: bootstrap.to_string(),
             state_file: state_file.to_path_buf(),
             config_topic: None,
+            status_topic: None,
             plugin_dir: plugin_dir.to_path_buf(),
             defaults,
         };

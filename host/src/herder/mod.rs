@@ -13,7 +13,7 @@ mod worker;
 mod worker_file;
 
 pub use plugins::{PluginRegistry, ScanReport};
-pub use store::ConfigTopic;
+pub use store::{ConfigTopic, StatusTopic};
 pub use types::*;
 pub use worker_file::{WorkerFile, worker_keys};
 
@@ -65,6 +65,8 @@ pub struct WorkerConfig {
     /// `config.storage.topic`: keeps the state in this Kafka topic instead
     /// of the file.
     pub config_topic: Option<ConfigTopic>,
+    /// `status.storage.topic`: statuses are also written there.
+    pub status_topic: Option<StatusTopic>,
     /// Directory scanned for plugin components (`*.wasm`).
     pub plugin_dir: PathBuf,
     pub defaults: WorkerDefaults,

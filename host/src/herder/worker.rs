@@ -3,7 +3,9 @@
 
 use super::offsets::{OffsetsChange, OffsetsTarget};
 use super::plugins::{PluginRegistry, Refusal, plugin_info};
-use super::store::{RestartRequest, StateStore, StoredConnector, StoredState};
+use super::store::{
+    RestartRequest, StateStore, Status, StatusWriter, StoredConnector, StoredState, connector_key, task_key,
+};
 use super::types::*;
 use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
@@ -30,6 +32,8 @@ pub struct Worker {
     store: StateStore,
     /// What the store holds, kept in step with every change.
     stored: StoredState,
+    /// Where statuses are reported as they change, if anywhere.
+    statuses: Option<StatusWriter>,
     connectors: BTreeMap<String, ConnectorRuntime>,
     /// Restarts answered (and recorded) but not yet carried out.
     pending_restarts: Vec<(String, RestartPlan)>,
@@ -138,6 +142,10 @@ impl Worker {
         let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
         let mut store = StateStore::open(&config.state_file, config.config_topic.as_ref(), &cluster).await?;
         let mut stored = store.load()?;
+        let statuses = match &config.status_topic {
+            Some(topic) => Some(StatusWriter::open(&cluster, topic).await?),
+            None => None,
+        };
         // KIP-745: start-up starts everything, which fulfils any restart
         // request still on record.
         if !stored.restart_requests.is_empty() {
@@ -152,6 +160,7 @@ impl Worker {
             plugins,
             store,
             stored: stored.clone(),
+            statuses,
             connectors: BTreeMap::new(),
             pending_restarts: Vec::new(),
             events,
@@ -191,10 +200,31 @@ impl Worker {
                 Some(event) = events.recv() => self.on_event(event),
             }
             self.carry_out_restarts().await;
+            self.publish_statuses();
         }
         if !self.stopping {
             let _ = self.shutdown().await;
         }
+    }
+
+    /// Reports every status that changed to the status topic.
+    fn publish_statuses(&mut self) {
+        let Some(writer) = &mut self.statuses else { return };
+        let worker_id = &self.config.worker_id;
+        let status = |state: State, trace: &Option<String>, generation: u64| Status {
+            state,
+            trace: trace.clone(),
+            worker_id: worker_id.clone(),
+            generation,
+        };
+        let mut now = BTreeMap::new();
+        for (name, c) in &self.connectors {
+            now.insert(connector_key(name), status(c.state, &c.trace, 0));
+            for (id, t) in &c.tasks {
+                now.insert(task_key(name, *id), status(t.state, &t.trace, t.generation));
+            }
+        }
+        writer.publish(now);
     }
 
     /// Makes `stored` durable. If it cannot be, `stored` goes back to what
@@ -953,6 +983,10 @@ impl Worker {
         for name in names {
             let tasks: Vec<u32> = self.connectors[&name].tasks.keys().copied().collect();
             self.stop_tasks(&name, &tasks, Some(State::Unassigned)).await;
+        }
+        self.publish_statuses();
+        if let Some(writer) = &self.statuses {
+            writer.flush().await;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! one table, [`worker_keys`], which drives parsing, validation and README's
 //! table (`spillway config-keys --worker`).
 
-use super::store::ConfigTopic;
+use super::store::{ConfigTopic, StatusTopic};
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, Value, providers};
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
@@ -32,6 +32,8 @@ pub struct WorkerFile {
     pub state_file: PathBuf,
     /// `config.storage.topic`, `config.storage.replication.factor`.
     pub config_topic: Option<ConfigTopic>,
+    /// `status.storage.*`.
+    pub status_topic: Option<StatusTopic>,
     /// `policy.*`.
     pub policy: GrantPolicy,
     /// `config.providers*`.
@@ -103,11 +105,22 @@ impl WorkerFile {
         let config_topic = Some(values.string("config.storage.topic").trim().to_string())
             .filter(|name| !name.is_empty())
             .map(|name| ConfigTopic { name, replication_factor: values.int("config.storage.replication.factor") });
-        if config_topic.is_some() && bootstrap_servers.is_none() {
-            problems.push(Problem::new(
-                "config.storage.topic",
-                "needs bootstrap.servers: the embedded broker keeps nothing across restarts",
-            ));
+        let status_topic = Some(values.string("status.storage.topic").trim().to_string())
+            .filter(|name| !name.is_empty())
+            .map(|name| StatusTopic {
+                name,
+                partitions: values.int("status.storage.partitions"),
+                replication_factor: values.int("status.storage.replication.factor"),
+            });
+        for (key, named) in
+            [("config.storage.topic", config_topic.is_some()), ("status.storage.topic", status_topic.is_some())]
+        {
+            if named && bootstrap_servers.is_none() {
+                problems.push(Problem::new(
+                    key,
+                    "needs bootstrap.servers: the embedded broker keeps nothing across restarts",
+                ));
+            }
         }
         if !problems.is_empty() {
             return Err(problems);
@@ -121,6 +134,7 @@ impl WorkerFile {
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
             config_topic,
+            status_topic,
             policy,
             providers,
             clients,
@@ -158,7 +172,7 @@ fn read_properties(path: &Path) -> Result<BTreeMap<String, String>, Vec<Problem>
 /// documentation, in one place.
 pub fn worker_keys() -> &'static ConfigDef {
     static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
-        use Importance::{High, Medium};
+        use Importance::{High, Low, Medium};
         let key = KeyDef::new;
         let no_ceiling = || {
             Validator::new("-1 (no ceiling), or at least 1", |v| match v {
@@ -218,6 +232,32 @@ pub fn worker_keys() -> &'static ConfigDef {
                         Type::Int,
                         Medium,
                         "Replication factor of the config topic when the worker creates it; -1 takes the \
+                         broker's default.",
+                    )
+                    .with_default("-1")
+                    .with_validator(Validator::at_least(-1)),
+                    key(
+                        "status.storage.topic",
+                        Type::String,
+                        Medium,
+                        "Kafka topic the worker also writes connector and task statuses to, as they change, as \
+                         Kafka Connect's status topic (same keys and values); compacted, created so when missing. \
+                         Empty: statuses are not written anywhere.",
+                    )
+                    .with_default(""),
+                    key(
+                        "status.storage.partitions",
+                        Type::Int,
+                        Low,
+                        "Partitions of the status topic when the worker creates it.",
+                    )
+                    .with_default("5")
+                    .with_validator(Validator::at_least(1)),
+                    key(
+                        "status.storage.replication.factor",
+                        Type::Int,
+                        Low,
+                        "Replication factor of the status topic when the worker creates it; -1 takes the \
                          broker's default.",
                     )
                     .with_default("-1")

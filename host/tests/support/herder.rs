@@ -38,6 +38,7 @@ pub fn worker_config(bootstrap: &str, dir: &Path, plugins: &Path) -> WorkerConfi
         bootstrap_servers: bootstrap.to_string(),
         state_file: super::worker_state_file(dir),
         config_topic: None,
+        status_topic: None,
         plugin_dir: plugins.to_path_buf(),
         defaults: WorkerDefaults::default(),
     }

@@ -4,6 +4,7 @@
 //! which outlives the worker's machine and which other workers can read.
 
 mod file;
+mod status;
 mod topic;
 
 use super::types::{ConfigMap, TargetState};
@@ -11,6 +12,7 @@ use crate::kafka::clients::ClusterAccess;
 use anyhow::Result;
 pub use file::FileStore;
 use serde::{Deserialize, Serialize};
+pub use status::{Status, StatusTopic, StatusWriter, connector_key, task_key};
 use std::collections::BTreeMap;
 use std::path::Path;
 pub use topic::{ConfigTopic, TopicStore};

@@ -58,7 +58,8 @@ impl TopicStore {
     pub async fn open(cluster: &ClusterAccess, topic: &ConfigTopic) -> Result<Self> {
         let admin: AdminClient<DefaultClientContext> =
             cluster.rdkafka(Role::Admin).create().context("an admin client for the config topic")?;
-        ensure_topic(admin, topic).await?;
+        let wanted = Compacted { name: &topic.name, what: "config topic", partitions: 1, exactly: true };
+        ensure_topic(admin, wanted, topic.replication_factor).await?;
         let reader = cluster.rdkafka(Role::Consumer);
         let name = topic.name.clone();
         let records = tokio::task::spawn_blocking(move || read_to_end(reader, &name)).await??;
@@ -209,9 +210,26 @@ fn apply<V: serde::de::DeserializeOwned, T>(
     Ok(())
 }
 
-/// Creates the topic (one partition, compacted) unless it exists; one that
-/// exists must have one partition and be compacted, as Connect requires.
-async fn ensure_topic(admin: AdminClient<DefaultClientContext>, topic: &ConfigTopic) -> Result<()> {
+/// A compacted topic the worker keeps its state in.
+pub(super) struct Compacted<'a> {
+    pub name: &'a str,
+    /// "config topic", "status topic": for messages.
+    pub what: &'a str,
+    pub partitions: i32,
+    /// Whether one that exists must have `partitions` exactly (the config
+    /// topic's one, for order) or may have any number.
+    pub exactly: bool,
+}
+
+/// Creates the topic, compacted, unless it exists; one that exists must be
+/// compacted (and have the partitions asked for, where `exactly`), as
+/// Connect requires of its topics.
+pub(super) async fn ensure_topic(
+    admin: AdminClient<DefaultClientContext>,
+    topic: Compacted<'_>,
+    replication_factor: i32,
+) -> Result<()> {
+    let what = topic.what;
     let (admin, serves) = tokio::task::spawn_blocking(move || {
         let serves = serves_admin_requests(admin.inner(), TIMEOUT);
         (admin, serves)
@@ -220,25 +238,25 @@ async fn ensure_topic(admin: AdminClient<DefaultClientContext>, topic: &ConfigTo
     if !serves {
         tracing::warn!(
             topic = topic.name,
-            "the cluster takes no admin requests (librdkafka's mock): the config topic is made on first use, \
-             unchecked, and only its partition 0 is used"
+            "the cluster takes no admin requests (librdkafka's mock): the {what} is made on first use, unchecked{}",
+            if topic.exactly { ", and only its partition 0 is used" } else { "" }
         );
         return Ok(());
     }
     let options = AdminOptions::new().operation_timeout(Some(Timeout::After(TIMEOUT)));
-    let new = NewTopic::new(&topic.name, 1, TopicReplication::Fixed(topic.replication_factor))
+    let new = NewTopic::new(topic.name, topic.partitions, TopicReplication::Fixed(replication_factor))
         .set("cleanup.policy", "compact");
-    let created = admin.create_topics([&new], &options).await.context("creating the config topic")?;
+    let created = admin.create_topics([&new], &options).await.with_context(|| format!("creating the {what}"))?;
     match created.into_iter().next() {
         Some(Ok(_)) => {
-            tracing::info!(topic = topic.name, "created the config topic");
+            tracing::info!(topic = topic.name, "created the {what}");
             return Ok(());
         }
         Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => {}
-        Some(Err((_, code))) => bail!("creating the config topic {}: {code}", topic.name),
-        None => bail!("creating the config topic {}: no answer", topic.name),
+        Some(Err((_, code))) => bail!("creating the {what} {}: {code}", topic.name),
+        None => bail!("creating the {what} {}: no answer", topic.name),
     }
-    let name = topic.name.clone();
+    let name = topic.name.to_string();
     let (admin, partitions) = tokio::task::spawn_blocking(move || {
         let partitions = admin
             .inner()
@@ -247,18 +265,19 @@ async fn ensure_topic(admin: AdminClient<DefaultClientContext>, topic: &ConfigTo
         (admin, partitions)
     })
     .await?;
-    let partitions = partitions.with_context(|| format!("reading the metadata of the config topic {}", topic.name))?;
-    if partitions != 1 {
+    let partitions = partitions.with_context(|| format!("reading the metadata of the {what} {}", topic.name))?;
+    if topic.exactly && partitions != topic.partitions as usize {
         bail!(
-            "the config topic {} has {partitions} partitions; it must have exactly one, so that every worker reads \
-             the changes in order (create it with one partition, or name another config.storage.topic)",
-            topic.name
+            "the {what} {} has {partitions} partitions; it must have exactly {}, so that every worker reads the \
+             changes in order (create it so, or name another topic)",
+            topic.name,
+            topic.partitions
         );
     }
     let described = admin
-        .describe_configs([&ResourceSpecifier::Topic(&topic.name)], &options)
+        .describe_configs([&ResourceSpecifier::Topic(topic.name)], &options)
         .await
-        .context("describing the config topic")?;
+        .with_context(|| format!("describing the {what}"))?;
     let policy = described
         .into_iter()
         .next()
@@ -267,12 +286,12 @@ async fn ensure_topic(admin: AdminClient<DefaultClientContext>, topic: &ConfigTo
     match policy {
         Some(policy) if policy.split(',').any(|p| p.trim() == "compact") => Ok(()),
         Some(policy) => bail!(
-            "the config topic {} has cleanup.policy={policy}; it must be compacted (cleanup.policy=compact), or \
-             old connector configs are deleted with age",
+            "the {what} {} has cleanup.policy={policy}; it must be compacted (cleanup.policy=compact), or what it \
+             keeps is deleted with age",
             topic.name
         ),
         None => {
-            tracing::warn!(topic = topic.name, "could not read the config topic's cleanup.policy; not checked");
+            tracing::warn!(topic = topic.name, "could not read the {what}'s cleanup.policy; not checked");
             Ok(())
         }
     }
