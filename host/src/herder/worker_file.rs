@@ -174,6 +174,18 @@ pub fn worker_keys() -> &'static ConfigDef {
     static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
         use Importance::{High, Low, Medium};
         let key = KeyDef::new;
+        // `<topic>.storage.replication.factor`, for a topic the worker creates.
+        let replication_factor = |topic: &str, importance: Importance| {
+            let doc = format!(
+                "Replication factor of the {topic} topic when the worker creates it; -1 takes the broker's default."
+            );
+            key(&format!("{topic}.storage.replication.factor"), Type::Int, importance, &doc)
+                .with_default("-1")
+                .with_validator(Validator::new("-1 (the broker's default), or at least 1", |v| match v {
+                    Value::Int(n) if *n == -1 || *n >= 1 => Ok(()),
+                    _ => Err("Value must be -1 (the broker's default) or at least 1".into()),
+                }))
+        };
         let no_ceiling = || {
             Validator::new("-1 (no ceiling), or at least 1", |v| match v {
                 Value::Int(-1) | Value::Long(-1) => Ok(()),
@@ -227,15 +239,7 @@ pub fn worker_keys() -> &'static ConfigDef {
                          compacted, created so when missing; one that exists otherwise is refused. Empty: the file.",
                     )
                     .with_default(""),
-                    key(
-                        "config.storage.replication.factor",
-                        Type::Int,
-                        Medium,
-                        "Replication factor of the config topic when the worker creates it; -1 takes the \
-                         broker's default.",
-                    )
-                    .with_default("-1")
-                    .with_validator(Validator::at_least(-1)),
+                    replication_factor("config", Medium),
                     key(
                         "status.storage.topic",
                         Type::String,
@@ -253,15 +257,7 @@ pub fn worker_keys() -> &'static ConfigDef {
                     )
                     .with_default("5")
                     .with_validator(Validator::at_least(1)),
-                    key(
-                        "status.storage.replication.factor",
-                        Type::Int,
-                        Low,
-                        "Replication factor of the status topic when the worker creates it; -1 takes the \
-                         broker's default.",
-                    )
-                    .with_default("-1")
-                    .with_validator(Validator::at_least(-1)),
+                    replication_factor("status", Low),
                 ],
             )
             .group(
@@ -434,6 +430,9 @@ mod tests {
             ("policy.net.connect", "db.internal:5432"),
             ("policy.tasks.max", "0"),
             ("policy.fs.dir", "/typo"),
+            // Without bootstrap.servers, and with no replicas.
+            ("status.storage.topic", "statuses"),
+            ("config.storage.replication.factor", "0"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -441,6 +440,17 @@ mod tests {
         let problems = WorkerFile::parse(&raw).unwrap_err();
         let mut keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
         keys.sort();
-        assert_eq!(keys, ["listeners", "policy.fs.dir", "policy.fs.dirs", "policy.net.connect", "policy.tasks.max"]);
+        assert_eq!(
+            keys,
+            [
+                "config.storage.replication.factor",
+                "listeners",
+                "policy.fs.dir",
+                "policy.fs.dirs",
+                "policy.net.connect",
+                "policy.tasks.max",
+                "status.storage.topic"
+            ]
+        );
     }
 }
