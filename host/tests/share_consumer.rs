@@ -170,6 +170,18 @@ async fn await_split(consumers: &mut [&mut ShareConsumer]) {
     }
 }
 
+/// One short poll; each record is accepted and committed (asserting
+/// success) and added to `got`.
+async fn accept_a_round(consumer: &mut ShareConsumer, got: &mut Vec<ConsumedRecord>) {
+    let batch = consumer.poll(Duration::from_millis(200)).await.expect("poll");
+    for r in &batch {
+        consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
+    }
+    let result = consumer.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "commit failed: {:?}", result.failures());
+    got.extend(batch);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_members_split_the_records() {
     let broker = Broker::start_or_env();
@@ -187,15 +199,8 @@ async fn two_members_split_the_records() {
         if union.len() >= produced.len() {
             break;
         }
-        for (consumer, got) in [(&mut a, &mut got_a), (&mut b, &mut got_b)] {
-            let batch = consumer.poll(Duration::from_millis(200)).await.expect("poll");
-            for r in &batch {
-                consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
-            }
-            let result = consumer.commit_sync().await.expect("commit_sync");
-            assert!(result.is_ok(), "commit failed: {:?}", result.failures());
-            got.extend(batch);
-        }
+        accept_a_round(&mut a, &mut got_a).await;
+        accept_a_round(&mut b, &mut got_b).await;
     }
     let union: BTreeSet<String> = keys_of(&got_a).union(&keys_of(&got_b)).cloned().collect();
     println!(
@@ -428,15 +433,8 @@ async fn records_held_on_a_partition_that_moves_are_acknowledged_by_their_holder
     let (mut got_a, mut got_b) = (Vec::new(), got_b);
     let deadline = Instant::now() + PATIENCE;
     while keys_of(&got_a).len() + keys_of(&got_b).len() < second.len() && Instant::now() < deadline {
-        for (consumer, got) in [(&mut a, &mut got_a), (&mut b, &mut got_b)] {
-            let batch = consumer.poll(Duration::from_millis(200)).await.expect("poll");
-            for r in &batch {
-                consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("acknowledge");
-            }
-            let result = consumer.commit_sync().await.expect("commit_sync");
-            assert!(result.is_ok(), "commit failed: {:?}", result.failures());
-            got.extend(batch);
-        }
+        accept_a_round(&mut a, &mut got_a).await;
+        accept_a_round(&mut b, &mut got_b).await;
     }
     let on_moved = |r: &&ConsumedRecord| moved.contains(&(r.topic.clone(), r.partition));
     assert_eq!(got_a.iter().filter(on_moved).count(), 0, "a still fetched partitions it gave up");

@@ -174,6 +174,17 @@ pub fn worker_keys() -> &'static ConfigDef {
     static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
         use Importance::{High, Low, Medium};
         let key = KeyDef::new;
+        // -1 for `meaning` (no ceiling, the broker's default), or a count.
+        let minus_one_or_at_least_one = |meaning: &str| {
+            let error = format!("Value must be -1 ({meaning}) or at least 1");
+            Validator::new(format!("-1 ({meaning}), or at least 1"), move |v| match v {
+                Value::Int(-1) | Value::Long(-1) => Ok(()),
+                Value::Int(n) if *n >= 1 => Ok(()),
+                Value::Long(n) if *n >= 1 => Ok(()),
+                _ => Err(error.clone()),
+            })
+        };
+        let no_ceiling = || minus_one_or_at_least_one("no ceiling");
         // `<topic>.storage.replication.factor`, for a topic the worker creates.
         let replication_factor = |topic: &str, importance: Importance| {
             let doc = format!(
@@ -181,18 +192,7 @@ pub fn worker_keys() -> &'static ConfigDef {
             );
             key(&format!("{topic}.storage.replication.factor"), Type::Int, importance, &doc)
                 .with_default("-1")
-                .with_validator(Validator::new("-1 (the broker's default), or at least 1", |v| match v {
-                    Value::Int(n) if *n == -1 || *n >= 1 => Ok(()),
-                    _ => Err("Value must be -1 (the broker's default) or at least 1".into()),
-                }))
-        };
-        let no_ceiling = || {
-            Validator::new("-1 (no ceiling), or at least 1", |v| match v {
-                Value::Int(-1) | Value::Long(-1) => Ok(()),
-                Value::Int(n) if *n >= 1 => Ok(()),
-                Value::Long(n) if *n >= 1 => Ok(()),
-                _ => Err("Value must be -1 (no ceiling) or at least 1".into()),
-            })
+                .with_validator(minus_one_or_at_least_one("the broker's default"))
         };
         // The ceiling over a connector key whose default it also lowers.
         let lowering_ceiling = |capped: &str| {

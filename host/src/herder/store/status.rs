@@ -16,8 +16,6 @@ use super::topic::{Compacted, ensure_topic};
 use crate::herder::types::State;
 use crate::kafka::clients::{ClusterAccess, Role};
 use anyhow::{Context, Result};
-use rdkafka::admin::AdminClient;
-use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -59,11 +57,9 @@ pub struct StatusWriter {
 
 impl StatusWriter {
     pub async fn open(cluster: &ClusterAccess, topic: &StatusTopic) -> Result<Self> {
-        let admin: AdminClient<DefaultClientContext> =
-            cluster.rdkafka(Role::Admin).create().context("an admin client for the status topic")?;
         let wanted =
             Compacted { name: &topic.name, what: "status topic", partitions: topic.partitions, exactly: false };
-        ensure_topic(admin, wanted, topic.replication_factor).await?;
+        ensure_topic(cluster, wanted, topic.replication_factor).await?;
         let producer: FutureProducer = cluster
             .rdkafka(Role::Producer)
             .set("enable.idempotence", "true")

@@ -56,10 +56,8 @@ impl TopicStore {
     /// Creates the topic where missing (or checks the one there), and reads
     /// it to its end.
     pub async fn open(cluster: &ClusterAccess, topic: &ConfigTopic) -> Result<Self> {
-        let admin: AdminClient<DefaultClientContext> =
-            cluster.rdkafka(Role::Admin).create().context("an admin client for the config topic")?;
         let wanted = Compacted { name: &topic.name, what: "config topic", partitions: 1, exactly: true };
-        ensure_topic(admin, wanted, topic.replication_factor).await?;
+        ensure_topic(cluster, wanted, topic.replication_factor).await?;
         let reader = cluster.rdkafka(Role::Consumer);
         let name = topic.name.clone();
         let records = tokio::task::spawn_blocking(move || read_to_end(reader, &name)).await??;
@@ -224,12 +222,10 @@ pub(super) struct Compacted<'a> {
 /// Creates the topic, compacted, unless it exists; one that exists must be
 /// compacted (and have the partitions asked for, where `exactly`), as
 /// Connect requires of its topics.
-pub(super) async fn ensure_topic(
-    admin: AdminClient<DefaultClientContext>,
-    topic: Compacted<'_>,
-    replication_factor: i32,
-) -> Result<()> {
+pub(super) async fn ensure_topic(cluster: &ClusterAccess, topic: Compacted<'_>, replication_factor: i32) -> Result<()> {
     let what = topic.what;
+    let admin: AdminClient<DefaultClientContext> =
+        cluster.rdkafka(Role::Admin).create().with_context(|| format!("an admin client for the {what}"))?;
     let (admin, serves) = tokio::task::spawn_blocking(move || {
         let serves = serves_admin_requests(admin.inner(), TIMEOUT);
         (admin, serves)

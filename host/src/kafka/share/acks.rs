@@ -123,10 +123,14 @@ impl AckTracker {
 
     /// Brokers that have acknowledgements waiting.
     pub fn nodes_with_pending(&self) -> Vec<i32> {
-        let mut nodes: Vec<i32> = self.pending().into_iter().map(|(_, node)| node).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        nodes
+        self.nodes_with_pending_where(|_| true)
+    }
+
+    /// Brokers that have acknowledgements waiting for partitions `pick` takes.
+    pub fn nodes_with_pending_where(&self, pick: impl Fn(&TopicPartition) -> bool) -> Vec<i32> {
+        let nodes: std::collections::BTreeSet<i32> =
+            self.pending().into_iter().filter(|(tp, _)| pick(tp)).map(|(_, node)| node).collect();
+        nodes.into_iter().collect()
     }
 
     /// Partitions with records the application has and has not acknowledged

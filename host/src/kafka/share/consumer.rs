@@ -172,8 +172,9 @@ impl ShareConsumer {
             if self.metadata_stale {
                 self.refresh_metadata().await;
             }
-            let targets = self.fetch_targets();
-            self.acknowledge_revoked().await;
+            let assigned = self.assigned();
+            let targets = self.fetch_targets(&assigned);
+            self.acknowledge_revoked(&assigned).await;
             if targets.is_empty() {
                 // Nothing assigned yet: wait for the coordinator to change that.
                 tokio::select! {
@@ -211,16 +212,11 @@ impl ShareConsumer {
     /// (ShareAcknowledge) before the fetch that forgets those partitions:
     /// riding on that fetch would keep them in the session, where the
     /// broker acquires more of their records for us.
-    async fn acknowledge_revoked(&mut self) {
-        let assigned = self.assigned();
-        let mut nodes: Vec<i32> =
-            self.tracker.pending().into_iter().filter(|(tp, _)| !assigned.contains(tp)).map(|(_, node)| node).collect();
-        if nodes.is_empty() {
-            return;
+    async fn acknowledge_revoked(&mut self, assigned: &BTreeSet<TopicPartition>) {
+        let nodes = self.tracker.nodes_with_pending_where(|tp| !assigned.contains(tp));
+        if !nodes.is_empty() {
+            self.send_acks(nodes).await;
         }
-        nodes.sort_unstable();
-        nodes.dedup();
-        self.send_acks(nodes).await;
     }
 
     /// Sends the pending acknowledgements of records acquired through
@@ -307,7 +303,7 @@ impl ShareConsumer {
     /// Partitions to fetch, by leader: the assignment, and partitions that
     /// moved away while the application still has records of them. Leaders
     /// that only need to forget partitions or take acks get an entry too.
-    fn fetch_targets(&mut self) -> BTreeMap<i32, BTreeSet<Tip>> {
+    fn fetch_targets(&mut self, assigned: &BTreeSet<TopicPartition>) -> BTreeMap<i32, BTreeSet<Tip>> {
         let mut targets: BTreeMap<i32, BTreeSet<Tip>> = BTreeMap::new();
         for (topic_id, partitions) in self.membership.state().assignment {
             let Some(topic) = self.cluster.topic_name(topic_id) else {
@@ -324,7 +320,6 @@ impl ShareConsumer {
             }
         }
         let now = Instant::now();
-        let assigned = self.assigned();
         let mut revoked = HashMap::new();
         for (tp, node) in self.tracker.unsettled(now) {
             if assigned.contains(&tp) {
