@@ -243,17 +243,26 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
     let listener =
         tokio::net::TcpListener::bind(worker.listener).await.with_context(|| format!("binding {}", worker.listener))?;
     let addr = listener.local_addr()?;
+    let scheme = if rest.tls.is_some() { "https" } else { "http" };
+    let group = worker.group.map(|g| spillway::herder::GroupConfig {
+        group_id: g.group_id,
+        advertised_url: g.advertised_url.unwrap_or_else(|| format!("{scheme}://{addr}")),
+        session_timeout: g.session_timeout,
+        heartbeat_interval: g.heartbeat_interval,
+        rebalance_timeout: g.rebalance_timeout,
+        rebalance_delay: g.rebalance_delay,
+    });
     let config = spillway::herder::WorkerConfig {
         worker_id: addr.to_string(),
         bootstrap_servers: bootstrap,
         state_file: worker.state_file,
         config_topic: worker.config_topic,
         status_topic: worker.status_topic,
+        group,
         plugin_dir: worker.plugin_dir,
         defaults,
     };
     let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;
-    let scheme = if rest.tls.is_some() { "https" } else { "http" };
     tracing::info!("REST API on {scheme}://{addr}");
     spillway::rest::serve_secured(listener, herder.clone(), loggers, rest, async {
         let _ = tokio::signal::ctrl_c().await;

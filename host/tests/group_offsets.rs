@@ -39,6 +39,7 @@ async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
         state_file: support::worker_state_file(dir),
         config_topic: None,
         status_topic: None,
+        group: None,
         plugin_dir: plugin_dir(),
         defaults: WorkerDefaults::default(),
     };

@@ -71,6 +71,7 @@ impl Host {
             state_file: state_file.to_path_buf(),
             config_topic: None,
             status_topic: None,
+            group: None,
             plugin_dir: plugin_dir.to_path_buf(),
             defaults,
         };

@@ -4,6 +4,7 @@
 //!
 //! [`Herder`] is the cheap, cloneable handle the REST API and the CLI use.
 
+mod distributed;
 mod offsets;
 mod plugins;
 mod store;
@@ -12,13 +13,16 @@ mod validate;
 mod worker;
 mod worker_file;
 
+pub use distributed::GroupConfig;
 pub use plugins::{PluginRegistry, ScanReport};
 pub use store::{ConfigTopic, StatusTopic};
 pub use types::*;
-pub use worker_file::{WorkerFile, worker_keys};
+pub use worker_file::{Group, WorkerFile, worker_keys};
 
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::kafka::clients::{ClusterAccess, Role};
+use crate::kafka::group_member::{GroupMember, GroupSettings};
+use crate::kafka::share::Cluster;
 use crate::runtime::Runtime;
 use crate::task::{TaskMetrics, WorkerDefaults};
 use futures::future::BoxFuture;
@@ -67,6 +71,8 @@ pub struct WorkerConfig {
     pub config_topic: Option<ConfigTopic>,
     /// `status.storage.topic`: statuses are also written there.
     pub status_topic: Option<StatusTopic>,
+    /// `group.id`: distributed mode, with the workers of that group.
+    pub group: Option<GroupConfig>,
     /// Directory scanned for plugin components (`*.wasm`).
     pub plugin_dir: PathBuf,
     pub defaults: WorkerDefaults,
@@ -109,10 +115,19 @@ impl Herder {
         let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
         let cluster_id = fetch_cluster_id(cluster).await.map(Arc::from);
         let plugin_dir = Arc::new(config.plugin_dir.clone());
-        let worker = Worker::start(config, runtime.clone()).await?;
+        let group = config.group.clone();
+        let (commands, command_receiver) = mpsc::unbounded_channel();
+        let member = match &group {
+            Some(group) => Some(group_member(&config, group).await?),
+            None => None,
+        };
+        let worker = Worker::start(config, runtime.clone(), commands).await?;
         tokio::spawn(worker.run(receiver));
         let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir };
         tokio::spawn(herder.clone().watch_plugin_dir());
+        if let (Some(group), Some(member)) = (group, member) {
+            tokio::spawn(distributed::drive(herder.clone(), member, command_receiver, group.heartbeat_interval));
+        }
         Ok(herder)
     }
 
@@ -192,6 +207,14 @@ impl Herder {
     /// not answer then).
     pub fn kafka_cluster_id(&self) -> Option<&str> {
         self.cluster_id.as_deref()
+    }
+
+    /// Queues `job` on the main loop without waiting for it to run.
+    async fn tell(
+        &self,
+        job: impl for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, ()> + Send + 'static,
+    ) -> Result<(), ()> {
+        self.jobs.send(Box::new(job)).await.map_err(|_| ())
     }
 
     /// Runs `job` on the main loop and waits for its answer.
@@ -336,6 +359,26 @@ impl Herder {
         self.ask(|w| Box::pin(async move { w.shutdown().await })).await
     }
 }
+
+/// A member of the workers' group, not joined yet.
+async fn group_member(config: &WorkerConfig, group: &GroupConfig) -> anyhow::Result<GroupMember> {
+    let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+    let security = cluster.security(Role::Consumer)?;
+    let client_id = format!("spillway-worker-{}", config.worker_id);
+    let cluster = Cluster::bootstrap(&config.bootstrap_servers, &client_id, GROUP_REQUEST_TIMEOUT, &security).await?;
+    let settings = GroupSettings {
+        group_id: group.group_id.clone(),
+        protocol_type: distributed::protocol::PROTOCOL_TYPE,
+        protocol_name: distributed::protocol::PROTOCOL_NAME,
+        session_timeout: group.session_timeout,
+        rebalance_timeout: group.rebalance_timeout,
+    };
+    Ok(GroupMember::new(cluster, settings))
+}
+
+/// How long one request to the group coordinator may take (JoinGroup and
+/// SyncGroup wait the rebalance timeout on top).
+const GROUP_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Asked once, before any task runs: on librdkafka's mock, closing a
 /// connection later would cost running share consumers their sessions.

@@ -1,10 +1,11 @@
 //! The herder's main loop and everything it owns. Only this loop changes
 //! connectors and tasks; the [`super::Herder`] handle sends it jobs.
 
+use super::distributed::{Assignment, Command, MemberMetadata, Membership, WorkSet, protocol};
 use super::offsets::{OffsetsChange, OffsetsTarget};
 use super::plugins::{PluginRegistry, Refusal, plugin_info};
 use super::store::{
-    RestartRequest, StateStore, Status, StatusWriter, StoredConnector, StoredState, connector_key, task_key,
+    RestartRequest, StateStore, Status, StatusView, StatusWriter, StoredConnector, StoredState, connector_key, task_key,
 };
 use super::types::*;
 use super::validate;
@@ -30,10 +31,15 @@ pub struct Worker {
     runtime: Runtime,
     pub(super) plugins: PluginRegistry,
     store: StateStore,
-    /// What the store holds, kept in step with every change.
+    /// What the store holds, as of this worker's last change or the last
+    /// change of another that it applied.
     stored: StoredState,
     /// Where statuses are reported as they change, if anywhere.
     statuses: Option<StatusWriter>,
+    /// Distributed mode: every worker's statuses, and this one's place in
+    /// the group. `None` standalone, where this worker runs everything.
+    status_view: Option<StatusView>,
+    membership: Option<Membership>,
     connectors: BTreeMap<String, ConnectorRuntime>,
     /// Restarts answered (and recorded) but not yet carried out.
     pending_restarts: Vec<(String, RestartPlan)>,
@@ -116,11 +122,15 @@ enum TaskEvent {
     },
 }
 
-/// Which instances a restart request targets, decided when it was accepted.
+/// Which of this worker's instances a restart request targets, decided
+/// when it was accepted or read.
 #[derive(Clone, Debug)]
 struct RestartPlan {
     connector: bool,
     tasks: Vec<u32>,
+    /// Accepted by this worker, which clears the request once it is done;
+    /// a request read from another is that one's to clear.
+    requested_here: bool,
 }
 
 fn not_found(name: &str) -> HerderError {
@@ -128,7 +138,11 @@ fn not_found(name: &str) -> HerderError {
 }
 
 impl Worker {
-    pub async fn start(mut config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
+    pub async fn start(
+        mut config: WorkerConfig,
+        runtime: Runtime,
+        commands: mpsc::UnboundedSender<Command>,
+    ) -> anyhow::Result<Self> {
         let defaults = &mut config.defaults;
         for (path, what) in [
             (config.state_file.as_path(), "state file"),
@@ -146,12 +160,21 @@ impl Worker {
             Some(topic) => Some(StatusWriter::open(&cluster, topic).await?),
             None => None,
         };
+        let (status_view, membership) = match (&config.group, &config.status_topic) {
+            (Some(group), Some(topic)) => {
+                (Some(StatusView::open(&cluster, topic).await?), Some(Membership::new(group.clone(), commands)))
+            }
+            _ => (None, None),
+        };
         // KIP-745: start-up starts everything, which fulfils any restart
-        // request still on record.
-        if !stored.restart_requests.is_empty() {
+        // request still on record. Standalone only: in a group the request
+        // may be another worker's, still under way.
+        if !stored.restart_requests.is_empty() && membership.is_none() {
             tracing::info!(count = stored.restart_requests.len(), "restart requests read at start-up are ignored");
-            stored.restart_requests.clear();
-            store.save(&stored).await?;
+            let mut cleared = stored.clone();
+            cleared.restart_requests.clear();
+            store.save(&stored, &cleared).await?;
+            stored = cleared;
         }
         let (events, event_receiver) = mpsc::unbounded_channel();
         let mut worker = Worker {
@@ -161,6 +184,8 @@ impl Worker {
             store,
             stored: stored.clone(),
             statuses,
+            status_view,
+            membership,
             connectors: BTreeMap::new(),
             pending_restarts: Vec::new(),
             events,
@@ -191,16 +216,25 @@ impl Worker {
     /// the last job accepted.
     pub async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
         let mut events = self.event_receiver.take().expect("run is called once");
+        let mut config_read = self.store.watch();
         while !self.stopping {
+            let others_changed = async {
+                match &mut config_read {
+                    Some(read) => read.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 job = jobs.recv() => match job {
                     Some(job) => job(&mut self).await,
                     None => break,
                 },
                 Some(event) = events.recv() => self.on_event(event),
+                true = others_changed => self.follow_config().await,
             }
             self.carry_out_restarts().await;
             self.publish_statuses();
+            self.rebalance_if_work_changed();
         }
         if !self.stopping {
             let _ = self.shutdown().await;
@@ -219,23 +253,192 @@ impl Worker {
         };
         let mut now = BTreeMap::new();
         for (name, c) in &self.connectors {
-            now.insert(connector_key(name), status(c.state, &c.trace, 0));
+            if self.membership.as_ref().is_none_or(|m| m.owned.connectors.contains(name)) {
+                now.insert(connector_key(name), status(c.state, &c.trace, 0));
+            }
             for (id, t) in &c.tasks {
                 now.insert(task_key(name, *id), status(t.state, &t.trace, t.generation));
             }
         }
-        writer.publish(now);
+        // In a group, work that left this worker is reported by its new
+        // owner; only work that is gone from the cluster is tombstoned.
+        let existing: std::collections::BTreeSet<String> = match &self.membership {
+            None => Default::default(),
+            Some(_) => {
+                let work = work_set(&self.connectors);
+                let connectors = work.connectors.iter().map(|c| connector_key(c));
+                connectors.chain(work.tasks.iter().map(|(c, t)| task_key(c, *t))).collect()
+            }
+        };
+        writer.publish(now, |key| !existing.contains(key));
     }
 
-    /// Makes `stored` durable. If it cannot be, `stored` goes back to what
-    /// the store holds, and the change is refused.
-    async fn save(&mut self) -> HerderResult<()> {
-        let Err(e) = self.store.save(&self.stored).await else { return Ok(()) };
-        match self.store.load() {
-            Ok(durable) => self.stored = durable,
-            Err(reload) => tracing::error!(error = %reload, "reading the state store back failed"),
+    /// Makes `change` to the stored state durable, or refuses it and
+    /// leaves the state as it was.
+    async fn save_change(&mut self, change: impl FnOnce(&mut StoredState)) -> HerderResult<()> {
+        let mut next = self.stored.clone();
+        change(&mut next);
+        self.store
+            .save(&self.stored, &next)
+            .await
+            .map_err(|e| HerderError::Internal(format!("saving connector state: {e:#}")))?;
+        self.stored = next;
+        Ok(())
+    }
+
+    /// Applies what other workers changed, as read from the config topic:
+    /// connectors created, changed, paused, deleted, and restart requests.
+    async fn follow_config(&mut self) {
+        let durable = match self.store.load() {
+            Ok(durable) => durable,
+            Err(e) => return tracing::error!(error = %e, "reading the state store failed"),
+        };
+        let gone: Vec<String> =
+            self.connectors.keys().filter(|n| !durable.connectors.contains_key(*n)).cloned().collect();
+        for name in gone {
+            tracing::info!(connector = name, "deleted on another worker");
+            self.remove_connector(&name).await;
         }
-        Err(HerderError::Internal(format!("saving connector state: {e:#}")))
+        for (name, stored) in &durable.connectors {
+            let Some(running) = self.connectors.get(name) else {
+                tracing::info!(connector = name, "created on another worker");
+                self.add_connector(name, stored.config.clone(), stored.target_state);
+                continue;
+            };
+            let (raw, target) = (running.raw.clone(), running.target);
+            if raw != stored.config {
+                tracing::info!(connector = name, "reconfigured on another worker");
+                self.reconfigure(name, stored.config.clone()).await;
+            }
+            if target != stored.target_state {
+                self.apply_target(name.clone(), stored.target_state).await;
+            }
+        }
+        self.stored = durable;
+        for (name, request) in self.store.take_restarts() {
+            if self.connectors.contains_key(&name) {
+                tracing::info!(connector = name, ?request, "restart requested on another worker");
+                self.plan_restart(&name, request, false);
+            }
+        }
+    }
+
+    // ---- the group (distributed mode) ----
+
+    /// What this worker tells the group when it joins.
+    pub fn member_metadata(&self) -> bytes::Bytes {
+        let membership = self.membership.as_ref().expect("only members join");
+        let metadata = MemberMetadata {
+            version: protocol::VERSION,
+            url: membership.config.advertised_url.clone(),
+            worker_id: self.config.worker_id.clone(),
+            config_offset: self.store.read_offset(),
+            owned: membership.owned.clone(),
+        };
+        serde_json::to_vec(&metadata).expect("plain data serializes").into()
+    }
+
+    /// The leader's part of a rebalance: every member's assignment.
+    pub fn assign_group(&mut self, joined: &crate::kafka::group_member::Joined) -> Vec<(String, bytes::Bytes)> {
+        let work = work_set(&self.connectors);
+        let config_offset = self.store.read_offset();
+        let membership = self.membership.as_mut().expect("only members assign");
+        let mut owned = BTreeMap::new();
+        for (member, metadata) in &joined.members {
+            let metadata = serde_json::from_slice::<MemberMetadata>(metadata).map(|m| m.owned).unwrap_or_else(|e| {
+                tracing::warn!(member, error = %e, "a member's metadata does not parse: taken to run nothing");
+                WorkSet::default()
+            });
+            owned.insert(member.clone(), metadata);
+        }
+        let plan = membership.assignor.assign(std::time::Instant::now(), &work, &owned);
+        membership.assigned_work = Some(work);
+        let rejoin_after_ms = plan.rejoin_after.map(|d| d.as_millis() as u64);
+        plan.owned
+            .into_iter()
+            .map(|(member, owned)| {
+                let assignment = Assignment {
+                    version: protocol::VERSION,
+                    leader: joined.member_id.clone(),
+                    leader_url: membership.config.advertised_url.clone(),
+                    config_offset,
+                    owned,
+                    rejoin_after_ms,
+                };
+                (member, serde_json::to_vec(&assignment).expect("plain data serializes").into())
+            })
+            .collect()
+    }
+
+    /// Runs what the assignment gives this worker and stops what it takes
+    /// away; having given work back, joins again so it can move.
+    pub async fn on_assignment(&mut self, generation: i32, is_leader: bool, assignment: Assignment) {
+        let Some(membership) = self.membership.as_mut() else { return };
+        let before = std::mem::replace(&mut membership.owned, assignment.owned);
+        membership.generation = generation;
+        membership.is_leader = is_leader;
+        membership.leader_url = Some(assignment.leader_url);
+        let revoked = !before.is_subset(&membership.owned);
+        tracing::info!(
+            generation,
+            connectors = membership.owned.connectors.len(),
+            tasks = membership.owned.tasks.len(),
+            revoked,
+            "assignment received"
+        );
+        self.apply_placement().await;
+        if revoked && let Some(membership) = &self.membership {
+            membership.rejoin("work was revoked");
+        }
+    }
+
+    /// The coordinator forgot this worker (its session ran out): another
+    /// may run its work by now, so it stops all of it.
+    pub async fn on_membership_lost(&mut self) {
+        if let Some(membership) = self.membership.as_mut() {
+            membership.owned = WorkSet::default();
+            membership.is_leader = false;
+        }
+        self.apply_placement().await;
+    }
+
+    /// Stops the tasks this worker no longer owns and starts those it owns
+    /// and does not run.
+    async fn apply_placement(&mut self) {
+        let names: Vec<String> = self.connectors.keys().cloned().collect();
+        for name in names {
+            let local: Vec<u32> = self.connectors[&name].tasks.keys().copied().collect();
+            let moved: Vec<u32> = local.iter().copied().filter(|t| !self.owns_task(&name, *t)).collect();
+            self.stop_tasks(&name, &moved, None).await;
+            let connector = &self.connectors[&name];
+            let Some(config) = connector.config.clone() else { continue };
+            let target = connector.target;
+            let missing: Vec<u32> = (0..config.tasks_max)
+                .filter(|t| self.owns_task(&name, *t) && !self.connectors[&name].tasks.contains_key(t))
+                .collect();
+            for task in missing {
+                match target {
+                    TargetState::Started => self.spawn_task(&name, task),
+                    TargetState::Paused => {
+                        let connector = self.connectors.get_mut(&name).expect("listed");
+                        connector.tasks.insert(task, TaskRuntime::idle(State::Paused));
+                    }
+                    TargetState::Stopped => {}
+                }
+            }
+        }
+    }
+
+    /// The leader rebalances when the work to assign changed (a connector
+    /// created or deleted here or elsewhere, `tasks.max` changed).
+    fn rebalance_if_work_changed(&mut self) {
+        let Some(membership) = self.membership.as_ref().filter(|m| m.is_leader) else { return };
+        let work = work_set(&self.connectors);
+        if membership.assigned_work.as_ref() != Some(&work) {
+            let membership = self.membership.as_mut().expect("checked");
+            membership.assigned_work = Some(work);
+            membership.rejoin("the work to assign changed");
+        }
     }
 
     pub fn connector_names(&self) -> Vec<String> {
@@ -261,10 +464,18 @@ impl Worker {
         config.insert("name".into(), name.clone());
         self.check_config(&config, None).await?;
         let target = initial_state.unwrap_or(TargetState::Started);
-        self.stored.connectors.insert(name.clone(), StoredConnector { config: config.clone(), target_state: target });
-        self.save().await?;
+        let stored = StoredConnector { config: config.clone(), target_state: target };
+        self.save_change(|s| {
+            s.connectors.insert(name.clone(), stored);
+        })
+        .await?;
+        self.add_connector(&name, config, target);
+        self.info(&name)
+    }
+
+    fn add_connector(&mut self, name: &str, config: ConfigMap, target: TargetState) {
         self.connectors.insert(
-            name.clone(),
+            name.to_string(),
             ConnectorRuntime {
                 raw: config,
                 config: None,
@@ -276,8 +487,7 @@ impl Worker {
                 active_topics: ActiveTopics::default(),
             },
         );
-        self.start_connector(&name);
-        self.info(&name)
+        self.start_connector(name);
     }
 
     pub async fn put_config(&mut self, name: String, mut config: ConfigMap) -> HerderResult<(bool, ConnectorInfo)> {
@@ -297,9 +507,12 @@ impl Worker {
             validate::keep_hidden_secrets(self.plugin_of(&config), &mut config, previous);
         }
         self.check_config(&config, previous.as_ref()).await?;
-        let stored = self.stored.connectors.get_mut(&name).expect("stored with the connector");
-        stored.config = config.clone();
-        self.save().await?;
+        self.save_change(|s| {
+            if let Some(stored) = s.connectors.get_mut(&name) {
+                stored.config = config.clone();
+            }
+        })
+        .await?;
         self.reconfigure(&name, config).await;
         Ok((false, self.info(&name)?))
     }
@@ -481,13 +694,21 @@ impl Worker {
     }
 
     pub async fn delete(&mut self, name: String) -> HerderResult<()> {
-        let tasks: Vec<u32> = self.connector(&name)?.tasks.keys().copied().collect();
-        self.stop_tasks(&name, &tasks, None).await;
-        self.connectors.remove(&name);
-        self.stored.connectors.remove(&name);
-        self.stored.restart_requests.remove(&name);
-        self.pending_restarts.retain(|(n, _)| n != &name);
-        self.save().await
+        self.connector(&name)?;
+        self.save_change(|s| {
+            s.connectors.remove(&name);
+            s.restart_requests.remove(&name);
+        })
+        .await?;
+        self.remove_connector(&name).await;
+        Ok(())
+    }
+
+    async fn remove_connector(&mut self, name: &str) {
+        let tasks: Vec<u32> = self.connectors.get(name).map(|c| c.tasks.keys().copied().collect()).unwrap_or_default();
+        self.stop_tasks(name, &tasks, None).await;
+        self.connectors.remove(name);
+        self.pending_restarts.retain(|(n, _)| n != name);
     }
 
     // ---- lifecycle ----
@@ -505,7 +726,10 @@ impl Worker {
                 }
             }
             TargetState::Paused => {
-                connector.tasks = (0..config.tasks_max).map(|t| (t, TaskRuntime::idle(State::Paused))).collect();
+                let owned =
+                    |t: &u32| self.membership.as_ref().is_none_or(|m| m.owned.tasks.contains(&(name.into(), *t)));
+                connector.tasks =
+                    (0..config.tasks_max).filter(owned).map(|t| (t, TaskRuntime::idle(State::Paused))).collect();
             }
             TargetState::Stopped => connector.tasks.clear(),
         }
@@ -545,7 +769,17 @@ impl Worker {
         }
     }
 
+    /// Whether this worker is to run the task: always standalone; in a
+    /// group, when the last assignment gave it to this worker.
+    fn owns_task(&self, name: &str, task: u32) -> bool {
+        self.membership.as_ref().is_none_or(|m| m.owned.tasks.contains(&(name.to_string(), task)))
+    }
+
+    /// Starts the task, if it is this worker's to run.
     fn spawn_task(&mut self, name: &str, task_id: u32) {
+        if !self.owns_task(name, task_id) {
+            return;
+        }
         let generation = self.next_generation;
         self.next_generation += 1;
         let Some(connector) = self.connectors.get_mut(name) else { return };
@@ -679,11 +913,21 @@ impl Worker {
 
     pub async fn set_target(&mut self, name: String, target: TargetState) -> HerderResult<()> {
         self.connector(&name)?;
-        self.stored.connectors.get_mut(&name).expect("stored with the connector").target_state = target;
-        self.save().await?;
-        let connector = self.connectors.get_mut(&name).expect("checked");
+        self.save_change(|s| {
+            if let Some(stored) = s.connectors.get_mut(&name) {
+                stored.target_state = target;
+            }
+        })
+        .await?;
+        self.apply_target(name, target).await;
+        Ok(())
+    }
+
+    /// Brings the connector's tasks to `target`.
+    async fn apply_target(&mut self, name: String, target: TargetState) {
+        let Some(connector) = self.connectors.get_mut(&name) else { return };
         if connector.target == target {
-            return Ok(());
+            return;
         }
         connector.target = target;
         let tasks: Vec<u32> = connector.tasks.keys().copied().collect();
@@ -701,7 +945,6 @@ impl Worker {
                 self.start_connector_instance(&name);
             }
         }
-        Ok(())
     }
 
     // ---- restarts (KIP-745) ----
@@ -714,13 +957,42 @@ impl Worker {
         include_tasks: bool,
         only_failed: bool,
     ) -> HerderResult<Option<ConnectorStateInfo>> {
-        let connector = self.connector(&name)?;
-        if !include_tasks && !only_failed {
+        self.connector(&name)?;
+        if !include_tasks && !only_failed && self.membership.is_none() {
             self.start_connector_instance(&name);
             return Ok(None);
         }
+        let request = RestartRequest { include_tasks, only_failed };
+        // What will restart across the cluster, for the answer: other
+        // workers restart theirs as they read the request.
+        let mut status = self.status(&name)?;
+        if !only_failed || status.connector.state == State::Failed {
+            status.connector.state = State::Restarting;
+            status.connector.trace = None;
+        }
+        for task in status.tasks.iter_mut().filter(|t| include_tasks && (!only_failed || t.state == State::Failed)) {
+            task.state = State::Restarting;
+            task.trace = None;
+        }
+        self.save_change(|s| {
+            s.restart_requests.insert(name.clone(), request);
+        })
+        .await?;
+        self.plan_restart(&name, request, true);
+        if !include_tasks && !only_failed {
+            return Ok(None);
+        }
+        Ok(Some(status))
+    }
+
+    /// Marks this worker's instances that `request` targets RESTARTING; the
+    /// main loop restarts them right after.
+    fn plan_restart(&mut self, name: &str, request: RestartRequest, requested_here: bool) {
+        let owns_connector = self.membership.as_ref().is_none_or(|m| m.owned.connectors.contains(name));
+        let Some(connector) = self.connectors.get_mut(name) else { return };
+        let RestartRequest { include_tasks, only_failed } = request;
         let plan = RestartPlan {
-            connector: !only_failed || connector.state == State::Failed,
+            connector: owns_connector && (!only_failed || connector.state == State::Failed),
             tasks: if include_tasks {
                 connector
                     .tasks
@@ -731,10 +1003,8 @@ impl Worker {
             } else {
                 Vec::new()
             },
+            requested_here,
         };
-        self.stored.restart_requests.insert(name.clone(), RestartRequest { include_tasks, only_failed });
-        self.save().await?;
-        let connector = self.connectors.get_mut(&name).expect("checked");
         if plan.connector {
             connector.state = State::Restarting;
             connector.trace = None;
@@ -745,9 +1015,7 @@ impl Worker {
                 task.trace = None;
             }
         }
-        let status = self.status(&name)?;
-        self.pending_restarts.push((name, plan));
-        Ok(Some(status))
+        self.pending_restarts.push((name.to_string(), plan));
     }
 
     async fn carry_out_restarts(&mut self) {
@@ -774,8 +1042,15 @@ impl Worker {
                     t.state = idle;
                 }
             }
-            self.stored.restart_requests.remove(&name);
-            if let Err(e) = self.save().await {
+            if !plan.requested_here {
+                continue;
+            }
+            if let Err(e) = self
+                .save_change(|s| {
+                    s.restart_requests.remove(&name);
+                })
+                .await
+            {
                 tracing::error!(connector = name, error = %e, "could not clear a finished restart request");
             }
         }
@@ -801,27 +1076,51 @@ impl Worker {
         self.plugins.resolve(class, &PluginPick::of(config)).ok()
     }
 
+    /// The connector's task ids: those this worker runs standalone; in a
+    /// group, every task the connector has, wherever it runs.
+    fn task_ids(&self, c: &ConnectorRuntime) -> Vec<u32> {
+        if self.membership.is_none() {
+            return c.tasks.keys().copied().collect();
+        }
+        (0..task_count(c)).collect()
+    }
+
     pub fn info(&self, name: &str) -> HerderResult<ConnectorInfo> {
         let c = self.connector(name)?;
         Ok(ConnectorInfo {
             name: name.to_string(),
             config: validate::shown(self.plugin_of(&c.raw), &c.raw),
-            tasks: c.tasks.keys().map(|t| ConnectorTaskId { connector: name.to_string(), task: *t }).collect(),
+            tasks: self
+                .task_ids(c)
+                .into_iter()
+                .map(|task| ConnectorTaskId { connector: name.to_string(), task })
+                .collect(),
             kind: "sink".into(),
         })
     }
 
+    /// Statuses of what runs here, and in a group of what runs elsewhere as
+    /// the status topic reports it.
     pub fn status(&self, name: &str) -> HerderResult<ConnectorStateInfo> {
         let c = self.connector(name)?;
         let worker_id = self.config.worker_id.clone();
-        Ok(ConnectorStateInfo {
-            name: name.to_string(),
-            connector: InstanceState { state: c.state, worker_id: worker_id.clone(), trace: c.trace.clone() },
-            tasks: c
-                .tasks
-                .iter()
-                .map(|(id, t)| TaskState {
-                    id: *id,
+        let elsewhere = |key: String| match self.status_view.as_ref().and_then(|view| view.get(&key)) {
+            Some(status) => (status.state, status.worker_id, status.trace),
+            None => (State::Unassigned, String::new(), None),
+        };
+        let connector = match &self.membership {
+            Some(m) if !m.owned.connectors.contains(name) => {
+                let (state, worker_id, trace) = elsewhere(connector_key(name));
+                InstanceState { state, worker_id, trace }
+            }
+            _ => InstanceState { state: c.state, worker_id: worker_id.clone(), trace: c.trace.clone() },
+        };
+        let tasks = self
+            .task_ids(c)
+            .into_iter()
+            .map(|id| match c.tasks.get(&id) {
+                Some(t) => TaskState {
+                    id,
                     state: t.state,
                     worker_id: worker_id.clone(),
                     trace: t.trace.clone(),
@@ -832,10 +1131,14 @@ impl Worker {
                     guarantee: t.metrics.delivery_guarantee.get().copied(),
                     plugin: t.plugin.clone(),
                     swap: t.swap.clone(),
-                })
-                .collect(),
-            kind: "sink".into(),
-        })
+                },
+                None => {
+                    let (state, worker_id, trace) = elsewhere(task_key(name, id));
+                    TaskState { id, state, worker_id, trace, delivery: None, guarantee: None, plugin: None, swap: None }
+                }
+            })
+            .collect();
+        Ok(ConnectorStateInfo { name: name.to_string(), connector, tasks, kind: "sink".into() })
     }
 
     pub fn task_status(&self, name: &str, task: u32) -> HerderResult<TaskState> {
@@ -848,12 +1151,13 @@ impl Worker {
 
     pub fn tasks(&self, name: &str) -> HerderResult<Vec<TaskInfo>> {
         let c = self.connector(name)?;
-        Ok(c.tasks
-            .keys()
-            .map(|t| {
+        Ok(self
+            .task_ids(c)
+            .into_iter()
+            .map(|task| {
                 let mut config = validate::shown(self.plugin_of(&c.raw), &c.raw);
-                config.insert("task.id".into(), t.to_string());
-                TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task: *t }, config }
+                config.insert("task.id".into(), task.to_string());
+                TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task }, config }
             })
             .collect())
     }
@@ -914,6 +1218,13 @@ impl Worker {
         wasm: &[u8],
     ) -> HerderResult<(bool, PluginInfo)> {
         let (name, version) = (plugin.metadata.name.clone(), plugin.metadata.version.clone());
+        if let Some(membership) = &self.membership {
+            return Err(HerderError::BadRequest(format!(
+                "this worker is one of the group {}: an upload would reach this worker only. Install {name} \
+                 {version} into the plugin.path of every worker of the group instead; each loads it within seconds",
+                membership.config.group_id
+            )));
+        }
         if let Some(installed) = self.plugins.exact(&name, &version) {
             if installed.digest == plugin.digest {
                 return Ok((false, plugin_info(installed)));
@@ -988,7 +1299,33 @@ impl Worker {
         if let Some(writer) = &self.statuses {
             writer.flush().await;
         }
+        // Last: the others take the work over at once, not after our session.
+        if let Some(membership) = &self.membership {
+            let (done, left) = tokio::sync::oneshot::channel();
+            if membership.commands.send(Command::Leave(done)).is_ok() {
+                let _ = tokio::time::timeout(Duration::from_secs(10), left).await;
+            }
+        }
         Ok(())
+    }
+}
+
+/// Every connector and task there is to run, for the leader to assign: a
+/// stopped connector has no tasks, and one whose config is invalid or whose
+/// plugin is missing has none either (it is FAILED).
+fn work_set(connectors: &BTreeMap<String, ConnectorRuntime>) -> WorkSet {
+    let mut work = WorkSet::default();
+    for (name, connector) in connectors {
+        work.connectors.insert(name.clone());
+        work.tasks.extend((0..task_count(connector)).map(|t| (name.clone(), t)));
+    }
+    work
+}
+
+fn task_count(connector: &ConnectorRuntime) -> u32 {
+    match (&connector.config, connector.target) {
+        (_, TargetState::Stopped) | (None, _) => 0,
+        (Some(config), _) => config.tasks_max,
     }
 }
 

@@ -34,6 +34,8 @@ pub struct WorkerFile {
     pub config_topic: Option<ConfigTopic>,
     /// `status.storage.*`.
     pub status_topic: Option<StatusTopic>,
+    /// `group.id` and membership: distributed mode.
+    pub group: Option<Group>,
     /// `policy.*`.
     pub policy: GrantPolicy,
     /// `config.providers*`.
@@ -112,6 +114,30 @@ impl WorkerFile {
                 partitions: values.int("status.storage.partitions"),
                 replication_factor: values.int("status.storage.replication.factor"),
             });
+        let group_id = values.string("group.id").trim().to_string();
+        let group = (!group_id.is_empty()).then(|| Group {
+            group_id,
+            advertised_url: Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty()),
+            session_timeout: millis(values.int("session.timeout.ms")),
+            heartbeat_interval: millis(values.int("heartbeat.interval.ms")),
+            rebalance_timeout: millis(values.int("rebalance.timeout.ms")),
+            rebalance_delay: millis(values.int("scheduled.rebalance.max.delay.ms")),
+        });
+        if group.is_some() {
+            for (key, named) in
+                [("config.storage.topic", &config_topic.is_some()), ("status.storage.topic", &status_topic.is_some())]
+            {
+                if !named {
+                    problems.push(Problem::new(
+                        "group.id",
+                        format!("a worker of a group needs {key}: the workers share their state through it"),
+                    ));
+                }
+            }
+            if values.int("heartbeat.interval.ms") >= values.int("session.timeout.ms") {
+                problems.push(Problem::new("heartbeat.interval.ms", "must be below session.timeout.ms"));
+            }
+        }
         for (key, named) in
             [("config.storage.topic", config_topic.is_some()), ("status.storage.topic", status_topic.is_some())]
         {
@@ -135,11 +161,28 @@ impl WorkerFile {
             state_file: PathBuf::from(values.string("config.storage.file")),
             config_topic,
             status_topic,
+            group,
             policy,
             providers,
             clients,
         })
     }
+}
+
+/// The worker's group, as the file says it; the advertised URL defaults to
+/// the listener's address once it is bound.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub group_id: String,
+    pub advertised_url: Option<String>,
+    pub session_timeout: std::time::Duration,
+    pub heartbeat_interval: std::time::Duration,
+    pub rebalance_timeout: std::time::Duration,
+    pub rebalance_delay: std::time::Duration,
+}
+
+fn millis(ms: i32) -> std::time::Duration {
+    std::time::Duration::from_millis(ms.max(0) as u64)
 }
 
 /// `http://HOST:PORT` or `https://HOST:PORT`, one listener; true for HTTPS.
@@ -258,6 +301,56 @@ pub fn worker_keys() -> &'static ConfigDef {
                     .with_default("5")
                     .with_validator(Validator::at_least(1)),
                     replication_factor("status", Low),
+                ],
+            )
+            .group(
+                "Distributed mode",
+                [
+                    key(
+                        "group.id",
+                        Type::String,
+                        High,
+                        "The group of workers this one joins (distributed mode): they share config.storage.topic \
+                         and status.storage.topic, which it then needs, and the group's leader assigns connectors \
+                         and tasks among them. Empty: standalone.",
+                    )
+                    .with_default(""),
+                    key(
+                        "rest.advertised.url",
+                        Type::String,
+                        Medium,
+                        "Where the other workers of the group and clients reach this worker's REST API, e.g. \
+                         http://10.0.0.5:8083; empty: the listener's address.",
+                    )
+                    .with_default(""),
+                    key(
+                        "session.timeout.ms",
+                        Type::Int,
+                        Medium,
+                        "A worker not heard from for this long leaves the group and its work is assigned again.",
+                    )
+                    .with_default("10000")
+                    .with_validator(Validator::at_least(1000)),
+                    key("heartbeat.interval.ms", Type::Int, Low, "How often a worker tells the group it is alive.")
+                        .with_default("3000")
+                        .with_validator(Validator::at_least(100)),
+                    key(
+                        "rebalance.timeout.ms",
+                        Type::Int,
+                        Low,
+                        "How long the group waits for every worker to rejoin in a rebalance.",
+                    )
+                    .with_default("60000")
+                    .with_validator(Validator::at_least(1000)),
+                    key(
+                        "scheduled.rebalance.max.delay.ms",
+                        Type::Int,
+                        Medium,
+                        "How long the work of a worker that left is held back for it to come back (a rolling \
+                         restart) before it is assigned to the others, as in Kafka Connect.",
+                    )
+                    .with_default("300000")
+                    .with_validator(Validator::at_least(0)),
                 ],
             )
             .group(

@@ -4,6 +4,7 @@
 pub mod classic;
 pub mod clients;
 pub mod embedded;
+pub mod group_member;
 pub mod groups;
 pub mod producer;
 pub mod security;

@@ -39,6 +39,7 @@ pub fn worker_config(bootstrap: &str, dir: &Path, plugins: &Path) -> WorkerConfi
         state_file: super::worker_state_file(dir),
         config_topic: None,
         status_topic: None,
+        group: None,
         plugin_dir: plugins.to_path_buf(),
         defaults: WorkerDefaults::default(),
     }

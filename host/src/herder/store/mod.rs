@@ -4,6 +4,7 @@
 //! which outlives the worker's machine and which other workers can read.
 
 mod file;
+mod follow;
 mod status;
 mod topic;
 
@@ -12,7 +13,7 @@ use crate::kafka::clients::ClusterAccess;
 use anyhow::Result;
 pub use file::FileStore;
 use serde::{Deserialize, Serialize};
-pub use status::{Status, StatusTopic, StatusWriter, connector_key, task_key};
+pub use status::{Status, StatusTopic, StatusView, StatusWriter, connector_key, task_key};
 use std::collections::BTreeMap;
 use std::path::Path;
 pub use topic::{ConfigTopic, TopicStore};
@@ -61,12 +62,38 @@ impl StateStore {
         }
     }
 
-    /// Returns once the change is durable: synced to disk, or acknowledged
-    /// by every in-sync replica of the config topic.
-    pub async fn save(&mut self, state: &StoredState) -> Result<()> {
+    /// Makes the change from `old` to `new` durable: synced to disk, or
+    /// acknowledged by every in-sync replica of the config topic and read
+    /// back from it.
+    pub async fn save(&mut self, old: &StoredState, new: &StoredState) -> Result<()> {
         match self {
-            StateStore::File(store) => store.save(state),
-            StateStore::Topic(store) => store.save(state).await,
+            StateStore::File(store) => store.save(new),
+            StateStore::Topic(store) => store.save(old, new).await,
+        }
+    }
+
+    /// Ticks when other workers may have changed the state (the config
+    /// topic was read further); `None` for the file, which only we change.
+    pub fn watch(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        match self {
+            StateStore::File(_) => None,
+            StateStore::Topic(store) => Some(store.watch()),
+        }
+    }
+
+    /// How far the config topic has been read (0 for the file).
+    pub fn read_offset(&self) -> i64 {
+        match self {
+            StateStore::File(_) => 0,
+            StateStore::Topic(store) => *store.watch().borrow(),
+        }
+    }
+
+    /// Restart requests that other workers accepted, read since the last call.
+    pub fn take_restarts(&self) -> Vec<(String, RestartRequest)> {
+        match self {
+            StateStore::File(_) => Vec::new(),
+            StateStore::Topic(store) => store.take_restarts(),
         }
     }
 }

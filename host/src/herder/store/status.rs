@@ -12,13 +12,16 @@
 //! The topic is compacted and keyed, so each key keeps its order in its
 //! partition.
 
+use super::follow::{Follower, follow};
 use super::topic::{Compacted, ensure_topic};
 use crate::herder::types::State;
 use crate::kafka::clients::{ClusterAccess, Role};
 use anyhow::{Context, Result};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// `status.storage.topic`, `status.storage.partitions`,
 /// `status.storage.replication.factor`.
@@ -31,12 +34,13 @@ pub struct StatusTopic {
 }
 
 /// One status as the topic holds it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub state: State,
     pub trace: Option<String>,
     pub worker_id: String,
     /// A task's incarnation on this worker; 0 for a connector.
+    #[serde(default)]
     pub generation: u64,
 }
 
@@ -70,12 +74,15 @@ impl StatusWriter {
     }
 
     /// Sends a record for each status in `now` that changed since the last
-    /// call and a tombstone for each key that is gone; returns without
-    /// waiting for the broker.
-    pub fn publish(&mut self, now: BTreeMap<String, Status>) {
+    /// call, and a tombstone for each key that is gone and `deleted` (not
+    /// merely moved to another worker, which reports it from then on);
+    /// returns without waiting for the broker.
+    pub fn publish(&mut self, now: BTreeMap<String, Status>, deleted: impl Fn(&str) -> bool) {
         let gone: Vec<String> = self.sent.keys().filter(|k| !now.contains_key(*k)).cloned().collect();
         for key in gone {
-            self.send(&key, None);
+            if deleted(&key) {
+                self.send(&key, None);
+            }
             self.sent.remove(&key);
         }
         for (key, status) in now {
@@ -114,5 +121,41 @@ impl StatusWriter {
             }
             Err((e, _)) => tracing::warn!(key, error = %e, "a status could not be queued for the status topic"),
         }
+    }
+}
+
+/// Every worker's statuses as the status topic holds them, read as they
+/// are written: in distributed mode a worker answers for the tasks that
+/// run elsewhere from here, as Connect's `KafkaStatusBackingStore` does.
+pub struct StatusView {
+    statuses: Arc<Mutex<BTreeMap<String, Status>>>,
+    _follower: Follower,
+}
+
+impl StatusView {
+    pub async fn open(cluster: &ClusterAccess, topic: &StatusTopic) -> Result<Self> {
+        let statuses: Arc<Mutex<BTreeMap<String, Status>>> = Arc::default();
+        let (cluster, name, into) = (cluster.clone(), topic.name.clone(), statuses.clone());
+        let (follower, _) = tokio::task::spawn_blocking(move || {
+            follow(&cluster, &name, None, Duration::from_secs(30), move |record| {
+                let mut statuses = into.lock().unwrap();
+                match record.value.map(serde_json::from_slice::<Status>) {
+                    None => {
+                        statuses.remove(&record.key);
+                    }
+                    Some(Ok(status)) => {
+                        statuses.insert(record.key, status);
+                    }
+                    Some(Err(e)) => tracing::warn!(key = record.key, error = %e, "status record skipped"),
+                }
+            })
+        })
+        .await??;
+        Ok(StatusView { statuses, _follower: follower })
+    }
+
+    /// The last status written under `key`, by whichever worker.
+    pub fn get(&self, key: &str) -> Option<Status> {
+        self.statuses.lock().unwrap().get(key).cloned()
     }
 }

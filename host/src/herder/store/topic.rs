@@ -14,6 +14,7 @@
 //! makes it on first use, with as many partitions as it likes: the store
 //! then writes and reads partition 0 only.
 
+use super::follow::{Follower, follow};
 use super::{RestartRequest, StoredConnector, StoredState};
 use crate::herder::types::{ConfigMap, TargetState};
 use crate::kafka::clients::{ClusterAccess, Role};
@@ -22,15 +23,14 @@ use anyhow::{Context, Result, anyhow, bail};
 use futures::future::join_all;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
-use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// The one partition the store writes and reads.
 const PARTITION: i32 = 0;
@@ -48,44 +48,85 @@ pub struct ConfigTopic {
 pub struct TopicStore {
     topic: String,
     producer: FutureProducer,
-    /// What the topic holds: read at start-up, then kept up with our writes.
-    written: StoredState,
+    /// What the topic holds, as far as it has been read; the follower
+    /// thread writes it, in the topic's order.
+    log: Arc<Mutex<Log>>,
+    /// The offset after the last record read.
+    read: watch::Receiver<i64>,
+    _follower: Follower,
+}
+
+#[derive(Default)]
+struct Log {
+    replay: Replay,
+    /// Restart requests read and not yet taken, with their offsets.
+    restarts: Vec<(i64, String, RestartRequest)>,
+    /// Offsets of records this worker wrote: its own restart requests are
+    /// carried out by the request, not again when read back.
+    own: BTreeSet<i64>,
 }
 
 impl TopicStore {
-    /// Creates the topic where missing (or checks the one there), and reads
-    /// it to its end.
+    /// Creates the topic where missing (or checks the one there), reads it
+    /// to its end, and goes on reading what any worker writes to it.
     pub async fn open(cluster: &ClusterAccess, topic: &ConfigTopic) -> Result<Self> {
         let wanted = Compacted { name: &topic.name, what: "config topic", partitions: 1, exactly: true };
         ensure_topic(cluster, wanted, topic.replication_factor).await?;
-        let reader = cluster.rdkafka(Role::Consumer);
-        let name = topic.name.clone();
-        let records = tokio::task::spawn_blocking(move || read_to_end(reader, &name)).await??;
-        let written = replay(&records);
-        tracing::info!(
-            topic = topic.name,
-            records = records.len(),
-            connectors = written.connectors.len(),
-            "read the config topic"
-        );
-        let producer: FutureProducer = cluster
-            .rdkafka(Role::Producer)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "0")
-            .create()
-            .context("a producer for the config topic")?;
-        Ok(TopicStore { topic: topic.name.clone(), producer, written })
+        let log = Arc::new(Mutex::new(Log::default()));
+        let (read_to, read) = watch::channel(0);
+        let (cluster_, name, log_) = (cluster.clone(), topic.name.clone(), log.clone());
+        let (follower, ends) = tokio::task::spawn_blocking(move || {
+            follow(&cluster_, &name, Some(&[PARTITION]), TIMEOUT, move |record| {
+                let mut log = log_.lock().unwrap();
+                if let Some((name, request)) = log.replay.apply(&record.key, record.value) {
+                    log.restarts.push((record.offset, name, request));
+                }
+                drop(log);
+                read_to.send_replace(record.offset + 1);
+            })
+        })
+        .await??;
+        let end = ends.first().map_or(0, |(_, end)| *end);
+        let mut store =
+            TopicStore { topic: topic.name.clone(), producer: producer(cluster)?, log, read, _follower: follower };
+        store.wait_read(end).await.context("reading the config topic to its end")?;
+        // Start-up starts everything, which fulfils any restart on record.
+        store.log.lock().unwrap().restarts.clear();
+        let state = store.load();
+        tracing::info!(topic = topic.name, records = end, connectors = state.connectors.len(), "read the config topic");
+        Ok(store)
     }
 
     pub fn load(&self) -> StoredState {
-        self.written.clone()
+        self.log.lock().unwrap().replay.state()
     }
 
-    /// Writes a record for each key that differs from what the topic holds,
-    /// in order, and returns once every one was acknowledged.
-    pub async fn save(&mut self, state: &StoredState) -> Result<()> {
-        let records = changes(&self.written, state);
+    /// Ticks whenever more of the topic was read: another worker's change,
+    /// or this one's read back.
+    pub fn watch(&self) -> watch::Receiver<i64> {
+        self.read.clone()
+    }
+
+    /// Restart requests other workers wrote, read since the last call.
+    pub fn take_restarts(&self) -> Vec<(String, RestartRequest)> {
+        let mut log = self.log.lock().unwrap();
+        let taken = std::mem::take(&mut log.restarts);
+        let mut theirs = Vec::new();
+        for (offset, name, request) in taken {
+            if !log.own.remove(&offset) {
+                theirs.push((name, request));
+            }
+        }
+        theirs
+    }
+
+    /// Writes a record for each key that differs between `old` and `new`
+    /// (what this worker changed, and nothing else: another worker's change
+    /// not read yet is not undone), and returns once every one was
+    /// acknowledged and read back, so that the change is in the state the
+    /// worker applies before it answers.
+    pub async fn save(&mut self, old: &StoredState, new: &StoredState) -> Result<()> {
+        let records = changes(old, new);
         let sends = records.iter().map(|(key, value)| {
             let record = FutureRecord::<String, Vec<u8>>::to(&self.topic).partition(PARTITION).key(key);
             let record = match value {
@@ -94,13 +135,36 @@ impl TopicStore {
             };
             self.producer.send(record, Timeout::After(TIMEOUT))
         });
+        let mut last = None;
         for (sent, (key, _)) in join_all(sends).await.into_iter().zip(&records) {
-            sent.map_err(|(e, _)| anyhow!("writing {key} to the config topic {}: {e}", self.topic))?;
+            let delivery = sent.map_err(|(e, _)| anyhow!("writing {key} to the config topic {}: {e}", self.topic))?;
+            self.log.lock().unwrap().own.insert(delivery.offset);
+            last = last.max(Some(delivery.offset));
         }
-        // Only now: after a failed write the next save writes the difference again.
-        self.written = state.clone();
+        match last {
+            Some(offset) => self.wait_read(offset + 1).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn wait_read(&mut self, offset: i64) -> Result<()> {
+        let topic = self.topic.clone();
+        tokio::time::timeout(TIMEOUT, self.read.wait_for(|read| *read >= offset))
+            .await
+            .map_err(|_| anyhow!("the config topic {topic} was not read up to offset {offset} within {TIMEOUT:?}"))?
+            .map_err(|_| anyhow!("the follower of the config topic {topic} stopped"))?;
         Ok(())
     }
+}
+
+fn producer(cluster: &ClusterAccess) -> Result<FutureProducer> {
+    cluster
+        .rdkafka(Role::Producer)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .create()
+        .context("a producer for the config topic")
 }
 
 /// One record of the topic: its key and value (`None`: a tombstone).
@@ -157,21 +221,30 @@ fn changes(old: &StoredState, new: &StoredState) -> Vec<Record> {
     records
 }
 
-/// The state the records come to, read in order. A target state may come
+/// The state records come to, read in order. A target state may come
 /// before its connector's config; a config without one runs (STARTED), as
 /// in Connect. Records of other kinds (Connect's task configs, say) and
 /// values that do not parse are skipped with a warning.
-fn replay(records: &[Record]) -> StoredState {
-    let mut configs: BTreeMap<String, ConfigMap> = BTreeMap::new();
-    let mut targets: BTreeMap<String, TargetState> = BTreeMap::new();
-    let mut restarts: BTreeMap<String, RestartRequest> = BTreeMap::new();
-    for (key, value) in records {
+#[derive(Default)]
+struct Replay {
+    configs: BTreeMap<String, ConfigMap>,
+    targets: BTreeMap<String, TargetState>,
+    restarts: BTreeMap<String, RestartRequest>,
+}
+
+impl Replay {
+    /// Applies one record; returns the restart request it makes, if any.
+    fn apply(&mut self, key: &str, value: Option<&[u8]>) -> Option<(String, RestartRequest)> {
         let parsed = if let Some(name) = key.strip_prefix(CONNECTOR) {
-            apply(&mut configs, name, value.as_deref(), |v: ConnectorValue| v.properties)
+            apply(&mut self.configs, name, value, |v: ConnectorValue| v.properties)
         } else if let Some(name) = key.strip_prefix(TARGET) {
-            apply(&mut targets, name, value.as_deref(), |v: TargetValue| v.state_v2.unwrap_or(v.state))
+            apply(&mut self.targets, name, value, |v: TargetValue| v.state_v2.unwrap_or(v.state))
         } else if let Some(name) = key.strip_prefix(RESTART) {
-            apply(&mut restarts, name, value.as_deref(), |v: RestartRequest| v)
+            let applied = apply(&mut self.restarts, name, value, |v: RestartRequest| v);
+            if applied.is_ok() && value.is_some() {
+                return Some((name.to_string(), self.restarts[name]));
+            }
+            applied
         } else {
             tracing::debug!(key, "config topic record of a kind this worker does not keep");
             Ok(())
@@ -179,16 +252,31 @@ fn replay(records: &[Record]) -> StoredState {
         if let Err(e) = parsed {
             tracing::warn!(key, error = %e, "config topic record skipped");
         }
+        None
     }
-    let connectors: BTreeMap<String, StoredConnector> = configs
-        .into_iter()
-        .map(|(name, config)| {
-            let target_state = targets.get(&name).copied().unwrap_or(TargetState::Started);
-            (name, StoredConnector { config, target_state })
-        })
-        .collect();
-    restarts.retain(|name, _| connectors.contains_key(name));
-    StoredState { connectors, restart_requests: restarts }
+
+    fn state(&self) -> StoredState {
+        let connectors: BTreeMap<String, StoredConnector> = self
+            .configs
+            .iter()
+            .map(|(name, config)| {
+                let target_state = self.targets.get(name).copied().unwrap_or(TargetState::Started);
+                (name.clone(), StoredConnector { config: config.clone(), target_state })
+            })
+            .collect();
+        let mut restart_requests = self.restarts.clone();
+        restart_requests.retain(|name, _| connectors.contains_key(name));
+        StoredState { connectors, restart_requests }
+    }
+}
+
+#[cfg(test)]
+fn replay(records: &[Record]) -> StoredState {
+    let mut replay = Replay::default();
+    for (key, value) in records {
+        replay.apply(key, value.as_deref());
+    }
+    replay.state()
 }
 
 fn apply<V: serde::de::DeserializeOwned, T>(
@@ -291,54 +379,6 @@ pub(super) async fn ensure_topic(cluster: &ClusterAccess, topic: Compacted<'_>, 
             Ok(())
         }
     }
-}
-
-/// Every record of partition 0, from the start to the end it had when
-/// reading began. Blocking.
-fn read_to_end(mut config: rdkafka::ClientConfig, topic: &str) -> Result<Vec<Record>> {
-    let consumer: BaseConsumer = config
-        .set("group.id", format!("spillway-config-reader-{}", uuid::Uuid::new_v4()))
-        .set("enable.auto.commit", "false")
-        .set("allow.auto.create.topics", "true")
-        .create()
-        .context("a consumer for the config topic")?;
-    let deadline = Instant::now() + TIMEOUT;
-    let (low, high) = loop {
-        // Asking for its metadata makes a topic made on first use; it
-        // appears a moment later.
-        let _ = consumer.fetch_metadata(Some(topic), TIMEOUT);
-        match consumer.fetch_watermarks(topic, PARTITION, TIMEOUT) {
-            Ok(marks) => break marks,
-            Err(e) if Instant::now() < deadline => {
-                tracing::debug!(topic, error = %e, "config topic not readable yet");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => return Err(anyhow!("reading the end of the config topic {topic}: {e}")),
-        }
-    };
-    let mut records = Vec::new();
-    if high <= low {
-        return Ok(records);
-    }
-    let mut list = TopicPartitionList::new();
-    list.add_partition_offset(topic, PARTITION, Offset::Offset(low))?;
-    consumer.assign(&list)?;
-    let mut next = low;
-    while next < high {
-        if Instant::now() >= deadline {
-            bail!("reading the config topic {topic}: at offset {next} of {high} after {TIMEOUT:?}");
-        }
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(message)) => {
-                next = message.offset() + 1;
-                let Some(key) = message.key().map(|k| String::from_utf8_lossy(k).into_owned()) else { continue };
-                records.push((key, message.payload().map(<[u8]>::to_vec)));
-            }
-            Some(Err(e)) => bail!("reading the config topic {topic}: {e}"),
-            None => {}
-        }
-    }
-    Ok(records)
 }
 
 fn json<T: Serialize>(value: &T) -> Option<Vec<u8>> {

@@ -24,6 +24,7 @@ mod subscription;
 /// Our kafka-protocol client, for group RPCs librdkafka lacks or mishandles.
 pub(crate) use cluster::Cluster;
 pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
+pub(crate) use connection::Connection;
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
 pub use offsets::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
