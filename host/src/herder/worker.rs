@@ -1059,6 +1059,14 @@ impl Worker {
     pub async fn restart_task(&mut self, name: String, task: u32) -> HerderResult<()> {
         let connector = self.connector(&name)?;
         if !connector.tasks.contains_key(&task) {
+            if self.membership.is_some() && self.task_ids(connector).contains(&task) {
+                let runs_on = self.status(&name)?.tasks.into_iter().find(|t| t.id == task).map(|t| t.worker_id);
+                return Err(HerderError::Conflict(format!(
+                    "Task {name}-{task} runs on another worker ({}); restart it there, or restart the connector \
+                     with includeTasks=true from any worker",
+                    runs_on.filter(|w| !w.is_empty()).as_deref().unwrap_or("none reported yet")
+                )));
+            }
             return Err(HerderError::NotFound(format!("Task {name}-{task} not found")));
         }
         self.stop_tasks(&name, &[task], Some(State::Restarting)).await;

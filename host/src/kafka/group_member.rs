@@ -243,21 +243,37 @@ impl GroupMember {
         if self.member_id.is_empty() {
             return;
         }
-        let member = MemberIdentity::default().with_member_id(StrBytes::from_string(self.member_id.clone()));
-        let version = self.cluster.versions.pick::<LeaveGroupRequest>(LEAVE_VERSION).min(LEAVE_VERSION);
-        let mut request =
-            LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(self.settings.group_id.clone())));
-        if version >= 3 {
-            request.members = vec![member];
-        } else {
-            request.member_id = member.member_id;
-        }
-        let timeout = self.cluster.timeout;
-        let sent = async { self.coordinator().await?.send(&request, version, timeout).await };
-        match sent.await {
-            Ok(reply) if reply.error_code == 0 => tracing::info!(group = self.settings.group_id, "left the group"),
-            Ok(reply) => tracing::warn!(group = self.settings.group_id, code = reply.error_code, "leaving the group"),
-            Err(e) => tracing::warn!(group = self.settings.group_id, error = %e, "leaving the group"),
+        let preferred = self.cluster.versions.pick::<LeaveGroupRequest>(LEAVE_VERSION).min(LEAVE_VERSION);
+        // librdkafka's mock reads every LeaveGroup as v0-v2 (one member id)
+        // and answers so: a v3 reply that does not decode is asked again at v1.
+        for version in [preferred, 1] {
+            let mut request = LeaveGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(self.settings.group_id.clone())));
+            let member_id = StrBytes::from_string(self.member_id.clone());
+            if version >= 3 {
+                request.members = vec![MemberIdentity::default().with_member_id(member_id)];
+            } else {
+                request.member_id = member_id;
+            }
+            let timeout = self.cluster.timeout;
+            let sent = async { self.coordinator().await?.send(&request, version, timeout).await };
+            match sent.await {
+                Ok(reply) if reply.error_code == 0 => {
+                    tracing::info!(group = self.settings.group_id, "left the group");
+                    break;
+                }
+                Ok(reply) => {
+                    tracing::warn!(group = self.settings.group_id, code = reply.error_code, "leaving the group");
+                    break;
+                }
+                Err(ShareError::Protocol(e)) if version > 1 => {
+                    tracing::debug!(error = e, "LeaveGroup v{version} answered in another shape; asking at v1");
+                }
+                Err(e) => {
+                    tracing::warn!(group = self.settings.group_id, error = %e, "leaving the group");
+                    break;
+                }
+            }
         }
         self.member_id.clear();
         self.generation = -1;
