@@ -186,6 +186,15 @@ async fn three_workers_run_one_connector_and_survive_a_kill_a_restart_and_a_late
     let duplicated: Vec<_> = count_keys(&later).into_iter().filter(|(_, n)| *n != 1).collect();
     assert!(duplicated.is_empty(), "records after the cluster settled, written other than once: {duplicated:?}");
 
+    // Writes went through w1, w2 and w4: those that did not reach the
+    // leader were forwarded to it.
+    let forwarded: usize = [(d1.path(), "w1.log"), (d2.path(), "w2.log"), (_d4.path(), "w4.log")]
+        .iter()
+        .map(|(dir, log)| log_count(dir, log, "forwarded to the leader"))
+        .sum();
+    assert!(forwarded >= 1, "no write was forwarded to the leader");
+    println!("writes forwarded to the leader: {forwarded}");
+
     // Deleted on one worker: gone from all, and its tasks stop everywhere.
     w4.send(reqwest::Method::DELETE, "/connectors/spread", Value::Null).await;
     let deadline = Instant::now() + PATIENCE;

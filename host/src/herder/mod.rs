@@ -199,6 +199,12 @@ impl Herder {
         self.ask(move |w| Box::pin(async move { w.install_plugin(plugin, &dir, &bytes) })).await
     }
 
+    /// In a group, the leader's REST URL while another worker leads; `None`
+    /// here standalone, on the leader, and before the first assignment.
+    pub async fn leader_url(&self) -> HerderResult<Option<String>> {
+        self.ask(|w| Box::pin(async move { Ok(w.leader_url()) })).await
+    }
+
     pub fn worker_id(&self) -> &str {
         &self.worker_id
     }

@@ -325,6 +325,10 @@ impl Worker {
 
     // ---- the group (distributed mode) ----
 
+    pub fn leader_url(&self) -> Option<String> {
+        self.membership.as_ref().filter(|m| !m.is_leader).and_then(|m| m.leader_url.clone())
+    }
+
     /// What this worker tells the group when it joins.
     pub fn member_metadata(&self) -> bytes::Bytes {
         let membership = self.membership.as_ref().expect("only members join");

@@ -9,6 +9,7 @@
 mod config_body;
 mod connectors;
 pub mod error;
+mod forward;
 mod loggers;
 pub mod metrics;
 mod plugins;
@@ -39,6 +40,7 @@ pub struct AppState {
 }
 
 pub fn router(herder: Herder, loggers: LogLevels) -> Router {
+    let state = AppState { herder, loggers };
     Router::new()
         .route("/", get(server_info))
         .route("/health", get(health))
@@ -49,7 +51,8 @@ pub fn router(herder: Herder, loggers: LogLevels) -> Router {
         .merge(loggers::routes())
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .with_state(AppState { herder, loggers })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), forward::to_leader))
+        .with_state(state)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(error::handler_panicked))
 }
 
