@@ -61,8 +61,8 @@ struct Log {
     replay: Replay,
     /// Restart requests read and not yet taken, with their offsets.
     restarts: Vec<(i64, String, RestartRequest)>,
-    /// Offsets of records this worker wrote: its own restart requests are
-    /// carried out by the request, not again when read back.
+    /// Offsets of the restart requests this worker wrote: they are carried
+    /// out by the request, not again when read back.
     own: BTreeSet<i64>,
 }
 
@@ -136,9 +136,11 @@ impl TopicStore {
             self.producer.send(record, Timeout::After(TIMEOUT))
         });
         let mut last = None;
-        for (sent, (key, _)) in join_all(sends).await.into_iter().zip(&records) {
+        for (sent, (key, value)) in join_all(sends).await.into_iter().zip(&records) {
             let delivery = sent.map_err(|(e, _)| anyhow!("writing {key} to the config topic {}: {e}", self.topic))?;
-            self.log.lock().unwrap().own.insert(delivery.offset);
+            if key.starts_with(RESTART) && value.is_some() {
+                self.log.lock().unwrap().own.insert(delivery.offset);
+            }
             last = last.max(Some(delivery.offset));
         }
         match last {
