@@ -213,6 +213,16 @@ impl Values<'_> {
         }
     }
 
+    /// An INT or LONG key counted in milliseconds; a negative value is 0.
+    pub fn millis(&self, key: &str) -> std::time::Duration {
+        let ms = match self.get(key) {
+            Some(Value::Int(v)) => i64::from(*v),
+            Some(Value::Long(v)) => *v,
+            _ => 0,
+        };
+        std::time::Duration::from_millis(ms.max(0) as u64)
+    }
+
     pub fn double(&self, key: &str) -> f64 {
         match self.typed(key, Type::Double) {
             Some(Value::Double(v)) => *v,

@@ -118,10 +118,10 @@ impl WorkerFile {
         let group = (!group_id.is_empty()).then(|| Group {
             group_id,
             advertised_url: Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty()),
-            session_timeout: millis(values.int("session.timeout.ms")),
-            heartbeat_interval: millis(values.int("heartbeat.interval.ms")),
-            rebalance_timeout: millis(values.int("rebalance.timeout.ms")),
-            rebalance_delay: millis(values.int("scheduled.rebalance.max.delay.ms")),
+            session_timeout: values.millis("session.timeout.ms"),
+            heartbeat_interval: values.millis("heartbeat.interval.ms"),
+            rebalance_timeout: values.millis("rebalance.timeout.ms"),
+            rebalance_delay: values.millis("scheduled.rebalance.max.delay.ms"),
         });
         if group.is_some() {
             for (key, named) in
@@ -179,10 +179,6 @@ pub struct Group {
     pub heartbeat_interval: std::time::Duration,
     pub rebalance_timeout: std::time::Duration,
     pub rebalance_delay: std::time::Duration,
-}
-
-fn millis(ms: i32) -> std::time::Duration {
-    std::time::Duration::from_millis(ms.max(0) as u64)
 }
 
 /// `http://HOST:PORT` or `https://HOST:PORT`, one listener; true for HTTPS.

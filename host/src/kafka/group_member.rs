@@ -15,7 +15,7 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest, SyncGroupResponse,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,6 +111,33 @@ impl GroupMember {
         }
     }
 
+    /// Sends `request` to the coordinator at the newest version both sides
+    /// know up to `newest`, waiting `wait` for the reply body; a failure
+    /// forgets the coordinator or the membership where it means that.
+    async fn request<R: Request>(
+        &mut self,
+        request: &R,
+        newest: i16,
+        wait: Duration,
+    ) -> Result<(Bytes, i16), ShareError> {
+        let version = self.cluster.versions.pick::<R>(newest).min(newest);
+        let sent = async { self.coordinator().await?.send_raw(request, version, wait).await };
+        match sent.await {
+            Ok(body) => Ok((body, version)),
+            Err(e) => {
+                self.on_error(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Like [`Self::request`], decoding the reply.
+    async fn call<R: Request>(&mut self, request: &R, newest: i16, wait: Duration) -> Result<R::Response, ShareError> {
+        let (mut body, version) = self.request(request, newest, wait).await?;
+        R::Response::decode(&mut body, version)
+            .map_err(|e| ShareError::Protocol(format!("decoding reply to api {}: {e}", R::KEY)))
+    }
+
     /// Joins (or rejoins) the group with `metadata`, waiting while the
     /// coordinator collects every member, up to the rebalance timeout.
     pub async fn join(&mut self, metadata: Bytes) -> Result<Joined, ShareError> {
@@ -125,17 +152,9 @@ impl GroupMember {
                 .with_member_id(StrBytes::from_string(self.member_id.clone()))
                 .with_protocol_type(StrBytes::from_static_str(self.settings.protocol_type))
                 .with_protocols(vec![protocol]);
-            let version = self.cluster.versions.pick::<JoinGroupRequest>(JOIN_VERSION).min(JOIN_VERSION);
             // The coordinator answers once the rebalance is complete.
             let wait = self.settings.rebalance_timeout + self.cluster.timeout;
-            let sent = async { self.coordinator().await?.send(&request, version, wait).await };
-            let reply = match sent.await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    self.on_error(&e);
-                    return Err(e);
-                }
-            };
+            let reply = self.call(&request, JOIN_VERSION, wait).await?;
             match ResponseError::try_from_code(reply.error_code) {
                 None => {}
                 // KIP-394: the first join only learns the member id it must use.
@@ -177,28 +196,22 @@ impl GroupMember {
                     })
                     .collect(),
             );
-        let version = self.cluster.versions.pick::<SyncGroupRequest>(SYNC_VERSION).min(SYNC_VERSION);
         let wait = self.settings.rebalance_timeout + self.cluster.timeout;
         let context = format!("SyncGroup {}", self.settings.group_id);
-        let sent = async { self.coordinator().await?.send_raw(&request, version, wait).await };
-        let result = sent.await.and_then(|mut body| {
-            // The error code first: librdkafka's mock sends a null
-            // assignment with an error, which does not decode.
-            let mut head = body.clone();
-            if version >= 1 {
-                head.advance(4); // throttle_time_ms
-            }
-            if let Some(e) = ShareError::broker(head.try_get_i16().unwrap_or(0), context.clone()) {
-                return Err(e);
-            }
-            SyncGroupResponse::decode(&mut body, version)
-                .map(|reply| reply.assignment)
-                .map_err(|e| ShareError::Protocol(format!("{context}: {e}")))
-        });
-        if let Err(e) = &result {
-            self.on_error(e);
+        let (mut body, version) = self.request(&request, SYNC_VERSION, wait).await?;
+        // The error code first: librdkafka's mock sends a null assignment
+        // with an error, which does not decode.
+        let mut head = body.clone();
+        if version >= 1 {
+            head.advance(4); // throttle_time_ms
         }
-        result
+        if let Some(e) = ShareError::broker(head.try_get_i16().unwrap_or(0), context.clone()) {
+            self.on_error(&e);
+            return Err(e);
+        }
+        SyncGroupResponse::decode(&mut body, version)
+            .map(|reply| reply.assignment)
+            .map_err(|e| ShareError::Protocol(format!("{context}: {e}")))
     }
 
     /// One heartbeat; call it more often than the session timeout.
@@ -207,16 +220,7 @@ impl GroupMember {
             .with_group_id(GroupId(StrBytes::from_string(self.settings.group_id.clone())))
             .with_generation_id(self.generation)
             .with_member_id(StrBytes::from_string(self.member_id.clone()));
-        let version = self.cluster.versions.pick::<HeartbeatRequest>(HEARTBEAT_VERSION).min(HEARTBEAT_VERSION);
-        let timeout = self.cluster.timeout;
-        let sent = async { self.coordinator().await?.send(&request, version, timeout).await };
-        let reply = match sent.await {
-            Ok(reply) => reply,
-            Err(e) => {
-                self.on_error(&e);
-                return Err(e);
-            }
-        };
+        let reply = self.call(&request, HEARTBEAT_VERSION, self.cluster.timeout).await?;
         match ResponseError::try_from_code(reply.error_code) {
             None => Ok(Beat::Alive),
             Some(ResponseError::RebalanceInProgress) => Ok(Beat::Rebalance),
@@ -255,9 +259,7 @@ impl GroupMember {
             } else {
                 request.member_id = member_id;
             }
-            let timeout = self.cluster.timeout;
-            let sent = async { self.coordinator().await?.send(&request, version, timeout).await };
-            match sent.await {
+            match self.call(&request, version, self.cluster.timeout).await {
                 Ok(reply) if reply.error_code == 0 => {
                     tracing::info!(group = self.settings.group_id, "left the group");
                     break;

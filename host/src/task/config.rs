@@ -206,14 +206,14 @@ impl ConnectorConfig {
             dlq_topic: dlq_topic.map(String::from),
             dlq_context_headers: values.boolean("errors.deadletterqueue.context.headers.enable"),
             retry_timeout: (retry_timeout_ms >= 0).then(|| millis(retry_timeout_ms)),
-            retry_delay_max: millis(values.long("errors.retry.delay.max.ms")),
+            retry_delay_max: values.millis("errors.retry.delay.max.ms"),
         };
 
         // The casts here and below are of values the table's validators keep
         // at least 0 (memory) or 1 (tasks, batch size).
         let mut limits = Limits {
             memory_bytes: values.long("plugin.memory.max.bytes") as usize,
-            call_timeout: millis(values.long("plugin.call.timeout.ms")),
+            call_timeout: values.millis("plugin.call.timeout.ms"),
         };
         let mut tasks_max = values.int("tasks.max") as u32;
         let (dirs, connect) = granted_places(raw);
@@ -264,7 +264,7 @@ impl ConnectorConfig {
             clients,
             batch_max_records: values.int("batch.max.records") as usize,
             errors,
-            flush_interval: millis(values.long("flush.interval.ms")),
+            flush_interval: values.millis("flush.interval.ms"),
             limits,
             grants,
             raw: raw.clone(),

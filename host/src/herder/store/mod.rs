@@ -85,7 +85,7 @@ impl StateStore {
     pub fn read_offset(&self) -> i64 {
         match self {
             StateStore::File(_) => 0,
-            StateStore::Topic(store) => *store.watch().borrow(),
+            StateStore::Topic(store) => store.read_offset(),
         }
     }
 

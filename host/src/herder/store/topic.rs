@@ -107,6 +107,11 @@ impl TopicStore {
         self.read.clone()
     }
 
+    /// The offset after the last record read.
+    pub fn read_offset(&self) -> i64 {
+        *self.read.borrow()
+    }
+
     /// Restart requests other workers wrote, read since the last call.
     pub fn take_restarts(&self) -> Vec<(String, RestartRequest)> {
         let mut log = self.log.lock().unwrap();
