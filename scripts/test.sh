@@ -11,17 +11,24 @@ cd "$(dirname "$0")/.."
 PACKAGES=(-p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror)
 mkdir -p target/tmp
 
+# Whether the Python distribution $1 is installed at exactly version $2.
+have() {
+  python3 -c 'import sys; from importlib.metadata import version; sys.exit(version(sys.argv[1]) != sys.argv[2])' "$1" "$2" 2>/dev/null
+}
+
 install_test_services() {
   if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
     python3 -m pip install -q 'confluent-kafka==2.16.1'
   fi
   # The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
   # unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
-  python3 -c 'import moto.server, boto3' 2>/dev/null || python3 -m pip install -q 'moto[server]==5.2.5'
+  # The exact version: a machine may come with another one (5.2.1, seen
+  # here, refuses correctly signed requests in IAM mode).
+  have moto 5.2.5 || python3 -m pip install -q 'moto[server]==5.2.5'
   # The mirror's exactly-once tests run between two noida-db Kafka brokers
   # (PyPI; correct transactions, which librdkafka's mock lacks) unless
   # SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
-  python3 -c 'import noida_db' 2>/dev/null || python3 -m pip install -q 'noida-db==0.2.3'
+  have noida-db 0.2.3 || python3 -m pip install -q 'noida-db==0.2.3'
   # The REST API's fuzz test runs schemathesis against the OpenAPI document.
   python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
   # The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
