@@ -168,6 +168,9 @@ impl PluginInstance {
             return Err(PluginError::Poisoned);
         }
         let deadline = Instant::now() + self.limits.call_timeout;
+        // A denied growth that the plugin got over (a collector freed
+        // memory) does not make a later call's trap an out-of-memory one.
+        self.store.data_mut().limiter.exceeded = false;
         self.store.data().budget.set(Some(deadline - capability_reserve(self.limits.call_timeout)));
         self.store.set_epoch_deadline(1);
         let guard = CallGuard { deadline, interrupt_on: self.interrupt_on.clone() };

@@ -17,7 +17,11 @@ impl Default for Limits {
 }
 
 /// Denies memory growth past the limit, remembering that it did so, so that
-/// the resulting trap can be reported as what it is.
+/// a trap that follows can be reported as what it is. Denied, not trapped:
+/// `memory.grow` returns -1, as on a machine out of memory, so that a
+/// language runtime with a garbage collector (SpiderMonkey, CPython) can
+/// collect and carry on, or fail the call with its own error; a plugin that
+/// cannot (a Rust allocation failure aborts) traps as before.
 pub(crate) struct MemoryLimiter {
     max_bytes: usize,
     pub current_bytes: usize,
@@ -39,7 +43,7 @@ impl ResourceLimiter for MemoryLimiter {
         let total = self.current_bytes - current.min(self.current_bytes) + desired;
         if total > self.max_bytes {
             self.exceeded = true;
-            return Err(wasmtime::format_err!("plugin memory limit of {} bytes exceeded", self.max_bytes));
+            return Ok(false);
         }
         self.current_bytes = total;
         Ok(true)
