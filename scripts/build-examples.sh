@@ -2,8 +2,13 @@
 # Builds the example sinks in other languages (examples/) as WebAssembly
 # components:
 #
-#   target/example-plugins/python-sink.wasm      examples/python (componentize-py)
-#   target/example-plugins/javascript-sink.wasm  examples/javascript (componentize-js)
+#   target/example-plugins/python-sink.wasm           examples/python (componentize-py)
+#   target/example-plugins/python-noop-sink.wasm      examples/python/noop
+#   target/example-plugins/javascript-sink.wasm       examples/javascript (componentize-js)
+#   target/example-plugins/javascript-noop-sink.wasm  examples/javascript/noop
+#
+# The noop sinks are the smallest sink in each language: templates, and the
+# benchmarks' measure of a language's cost per `put` before any work.
 #
 # Not into target/plugins: that is the first-party plugins' folder, which the
 # host's tests scan (and whose plugin list they check), and each of these
@@ -31,6 +36,7 @@ for example in "${want[@]}"; do
   case "$example" in
     python)
       examples/python/build.sh "$ROOT/$OUT/python-sink.wasm"
+      examples/python/build.sh "$ROOT/$OUT/python-noop-sink.wasm" examples/python/noop
       ;;
     javascript)
       js=examples/javascript
@@ -42,6 +48,7 @@ for example in "${want[@]}"; do
         (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
       fi
       node "$js/build.mjs" "$ROOT/$OUT/javascript-sink.wasm"
+      node "$js/build.mjs" "$ROOT/$OUT/javascript-noop-sink.wasm" "$js/noop/sink.js"
       ;;
     *)
       echo "unknown example '$example' (known: python, javascript)" >&2

@@ -59,8 +59,10 @@ if ! wait "$installing"; then
   exit 1
 fi
 # The example sinks in Python and JavaScript (componentize-py from PyPI,
-# componentize-js from npm), which the host's tests run end to end.
+# componentize-js from npm), which the host's tests run end to end, and the
+# SDK layers they are written on.
 scripts/build-examples.sh
+scripts/test-sdks.sh
 # The noida-db server binary itself (the `noida-db` script runs it as a child).
 export SPILLWAY_NOIDA_DB="${SPILLWAY_NOIDA_DB:-$(python3 -c "from importlib.resources import files; print(files('noida_db').joinpath('noida-db'))")}"
 chmod +x "$SPILLWAY_NOIDA_DB"

@@ -1,23 +1,27 @@
-// Builds the JavaScript sink into a WebAssembly component with
+// Builds a JavaScript sink into a WebAssembly component with
 // componentize-js (its Node API: the `jco componentize` command failed on
 // this repository's WIT folder with "failed to get path metadata").
 //
-//   node build.mjs [OUTPUT.wasm]      (or: npm run build -- [OUTPUT.wasm])
+//   node build.mjs [OUTPUT.wasm [SOURCE.js]]   (or: npm run build -- ...)
 //
-// Default output: target/example-plugins/javascript-sink.wasm at the repository's
-// root. Does nothing when the output is newer than sink.js, build.mjs,
-// package-lock.json and every WIT file it is built from.
+// SOURCE.js is the sink's module (default: sink.js here, javascript-sink;
+// noop/sink.js is javascript-noop-sink). Default output:
+// target/example-plugins/javascript-sink.wasm at the repository's root.
+// Does nothing when the output is newer than the source, build.mjs,
+// package-lock.json, the SDK layer (sdk/javascript) and every WIT file it is
+// built from.
 
 import { componentize } from '@bytecodealliance/componentize-js';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
 const out = resolve(process.argv[2] ?? join(root, 'target/example-plugins/javascript-sink.wasm'));
-const source = join(here, 'sink.js');
+const source = resolve(process.argv[3] ?? join(here, 'sink.js'));
+const name = basename(out, '.wasm');
 
 /** Every file under `path` (or `path` itself). */
 function files(path) {
@@ -32,9 +36,10 @@ const inputs = [
   join(here, 'package-lock.json'),
   ...files(join(here, 'wit')),
   ...files(join(root, 'wit')),
+  ...files(join(root, 'sdk', 'javascript')),
 ];
 if (existsSync(out) && inputs.every((f) => statSync(f).mtimeMs < statSync(out).mtimeMs)) {
-  console.error(`javascript-sink: ${out} is up to date`);
+  console.error(`${name}: ${out} is up to date`);
   process.exit(0);
 }
 
@@ -52,6 +57,10 @@ try {
   }
 
   const started = performance.now();
+  // The engine reads the source and the modules it imports from the working
+  // directory's tree: the repository's, where sink.js finds the SDK layer
+  // (sdk/javascript/spillway.js).
+  process.chdir(root);
   const { component } = await componentize({
     sourcePath: source,
     witPath: wit,
@@ -67,7 +76,7 @@ try {
   writeFileSync(`${out}.tmp`, component);
   renameSync(`${out}.tmp`, out);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  console.error(`javascript-sink: built ${out} (${(component.length / 1e6).toFixed(1)} MB, ${seconds} s)`);
+  console.error(`${name}: built ${out} (${(component.length / 1e6).toFixed(1)} MB, ${seconds} s)`);
 } finally {
   rmSync(wit, { recursive: true, force: true });
 }

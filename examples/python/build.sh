@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Builds the Python sink into a WebAssembly component with componentize-py.
+# Builds a Python sink into a WebAssembly component with componentize-py.
 #
-#   examples/python/build.sh [OUTPUT.wasm]
+#   examples/python/build.sh [OUTPUT.wasm [APP_DIR]]
 #
-# Default output: target/example-plugins/python-sink.wasm at the repository's root.
+# APP_DIR holds the sink's app.py (default: this directory's, python-sink;
+# examples/python/noop is python-noop-sink). Default output:
+# target/example-plugins/python-sink.wasm at the repository's root.
 # Uses componentize-py from PATH when it is the pinned version; otherwise pip
 # installs that version into target/tools/ (with --target: no root, no
 # virtualenv, and Debian 12's externally managed Python allows it).
-# Does nothing when the output is newer than app.py, this script and the WIT.
+# Does nothing when the output is newer than app.py, this script, the WIT and
+# the Python SDK layer (sdk/python), which the component embeds.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${1:-$ROOT/target/example-plugins/python-sink.wasm}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+APP="$(cd "${2:-$HERE}" && pwd)"
+NAME="$(basename "$OUT" .wasm)"
 VERSION=0.25.1
 TOOLS="$ROOT/target/tools/componentize-py-$VERSION"
 
-if [ -f "$OUT" ] && [ -z "$(find "$HERE/app.py" "$HERE/build.sh" "$ROOT/wit" -newer "$OUT" -print -quit)" ]; then
-  echo "python-sink: $OUT is up to date" >&2
+if [ -f "$OUT" ] && [ -z "$(find "$APP/app.py" "$HERE/build.sh" "$ROOT/wit" "$ROOT/sdk/python" -newer "$OUT" -print -quit)" ]; then
+  echo "$NAME: $OUT is up to date" >&2
   exit 0
 fi
 
@@ -25,7 +30,7 @@ if [ "$(componentize-py --version 2>/dev/null || true)" = "componentize-py $VERS
   cpy() { componentize-py "$@"; }
 else
   if [ ! -x "$TOOLS/bin/componentize-py" ]; then
-    echo "python-sink: installing componentize-py==$VERSION into $TOOLS" >&2
+    echo "$NAME: installing componentize-py==$VERSION into $TOOLS" >&2
     python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
       --target "$TOOLS" "componentize-py==$VERSION"
   fi
@@ -33,11 +38,11 @@ else
 fi
 
 mkdir -p "$(dirname "$OUT")"
-cd "$HERE"
+cd "$APP"
 SECONDS=0
 # Into a temporary file first, so that a failed build leaves no half file
 # that would look up to date.
-cpy -d "$ROOT/wit" -w sink componentize app -o "$OUT.tmp"
+cpy -d "$ROOT/wit" -w sink componentize app -p "$APP" -p "$ROOT/sdk/python" -o "$OUT.tmp"
 echo
 mv "$OUT.tmp" "$OUT"
-echo "python-sink: built $OUT ($(du -h "$OUT" | cut -f1), ${SECONDS} s)" >&2
+echo "$NAME: built $OUT ($(du -h "$OUT" | cut -f1), ${SECONDS} s)" >&2

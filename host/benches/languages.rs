@@ -1,13 +1,16 @@
 //! `put()` throughput of the example sinks in Python and JavaScript beside
 //! the Rust plugins, on the same batches, in the same run:
 //!
-//!     scripts/build-examples.sh && cargo bench -p spillway --bench languages
+//!     scripts/build-examples.sh && cargo bench -p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror --bench languages
 //!
 //! Batches of 500 records with 1 KB text values. The baselines are
 //! `noop-sink` (the runtime's own cost: what the ratios are against)
 //! and `file-sink`, the Rust sink that does the same work as the two
-//! examples (JSON lines, held until a flush). Each sink is flushed after
-//! every put, outside the timed put.
+//! examples (JSON lines, held until a flush). Each language's noop sink
+//! (`python-noop-sink`, `javascript-noop-sink`) measures what a `put` costs
+//! in that language before any work. Each sink is flushed after every put,
+//! outside the timed put. Every instance may use 512 MB: SpiderMonkey
+//! collects garbage late, and a limit only bounds, it costs nothing.
 //!
 //! `SPILLWAY_BENCH_PLUGINS=a.wasm,b.wasm` measures other components too,
 //! each beside `noop-sink` (a sink of your own, or a language's floor: a
@@ -17,7 +20,7 @@ use spillway::capabilities::Grants;
 #[path = "support/batch.rs"]
 mod batch;
 
-use spillway::runtime::bindings::{FlushScope, SinkRecord};
+use spillway::runtime::batch::{FlushScope, SinkRecord};
 use spillway::runtime::{Limits, Runtime};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -53,21 +56,23 @@ async fn bench() {
         ("file-sink (Rust)", repo.join("target/plugins/file-sink.wasm")),
         ("python-sink", repo.join("target/example-plugins/python-sink.wasm")),
         ("javascript-sink", repo.join("target/example-plugins/javascript-sink.wasm")),
+        ("python-noop-sink", repo.join("target/example-plugins/python-noop-sink.wasm")),
+        ("javascript-noop-sink", repo.join("target/example-plugins/javascript-noop-sink.wasm")),
     ] {
         if !wasm.exists() {
-            println!("{label:<18} missing: {} (scripts/build-plugins.sh, scripts/build-examples.sh)", wasm.display());
+            println!("{label:<21} missing: {} (scripts/build-plugins.sh, scripts/build-examples.sh)", wasm.display());
             rates.push(None);
             continue;
         }
         let rate = measure(&runtime, &wasm, out.path(), &batch).await;
-        println!("{label:<18} put {:>10.0} records/s   put+flush {:>10.0} records/s", rate.put, rate.put_and_flush);
+        println!("{label:<21} put {:>10.0} records/s   put+flush {:>10.0} records/s", rate.put, rate.put_and_flush);
         rates.push(Some(rate));
     }
     let ratio = |a: &Option<Rate>, b: &Option<Rate>| match (a, b) {
         (Some(a), Some(b)) => format!("{:.2} (put+flush {:.2})", a.put / b.put, a.put_and_flush / b.put_and_flush),
         _ => "n/a".into(),
     };
-    let [noop, file, python, javascript] = &rates[..] else { unreachable!() };
+    let [noop, file, python, javascript, python_noop, javascript_noop] = &rates[..] else { unreachable!() };
     let extra = std::env::var("SPILLWAY_BENCH_PLUGINS").unwrap_or_default();
     for wasm in extra.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let rate = measure(&runtime, Path::new(wasm), out.path(), &batch).await;
@@ -78,12 +83,15 @@ async fn bench() {
     println!("ratio javascript/noop-sink: {}   target 0.10", ratio(javascript, noop));
     println!("ratio python/file-sink: {}   (the same work in Rust)", ratio(python, file));
     println!("ratio javascript/file-sink: {}", ratio(javascript, file));
+    println!("ratio python-noop/noop-sink: {}   (a put before any work)", ratio(python_noop, noop));
+    println!("ratio javascript-noop/noop-sink: {}", ratio(javascript_noop, noop));
 }
 
 async fn measure(runtime: &Runtime, wasm: &Path, dir: &Path, batch: &[SinkRecord]) -> Rate {
     let plugin = runtime.load_file(wasm).await.unwrap();
     let grants = Grants::from_config([("plugin.grant.fs.out.path", dir.to_str().unwrap())]).unwrap();
-    let mut instance = runtime.instantiate(&plugin, "bench", &grants, &Limits::default()).await.unwrap();
+    let limits = Limits { memory_bytes: 512 << 20, ..Limits::default() };
+    let mut instance = runtime.instantiate(&plugin, "bench", &grants, &limits).await.unwrap();
     let file = dir.join(format!("{}.jsonl", plugin.metadata.name));
     let config = [
         ("file".to_string(), file.to_str().unwrap().to_string()),

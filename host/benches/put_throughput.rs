@@ -11,7 +11,7 @@ use spillway::capabilities::Grants;
 #[path = "support/batch.rs"]
 mod batch;
 
-use spillway::runtime::bindings::SinkRecord;
+use spillway::runtime::batch::SinkRecord;
 use spillway::runtime::{Limits, Runtime};
 use spillway_sdk::Sink;
 use std::hint::black_box;

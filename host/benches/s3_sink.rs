@@ -23,7 +23,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::json;
 use spillway::capabilities::Grants;
-use spillway::runtime::bindings::{FlushScope, SinkRecord, TimestampType};
+use spillway::runtime::batch::{FlushScope, SinkRecord, TimestampType};
 use spillway::runtime::{Limits, Runtime};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -18,7 +18,7 @@ mod support;
 
 use serde_json::json;
 use spillway::capabilities::Grants;
-use spillway::runtime::bindings::{FlushScope, Outcome, SinkRecord, TimestampType};
+use spillway::runtime::batch::{FlushScope, Outcome, SinkRecord, TimestampType};
 use spillway::runtime::{Limits, Runtime};
 use sqlx::{Connection, Executor, PgConnection, QueryBuilder};
 use std::path::PathBuf;

@@ -485,3 +485,93 @@ async fn the_python_sink_writes_each_record_once() {
 async fn the_javascript_sink_writes_each_record_once() {
     a_sink_in_another_language_writes_each_record_once("javascript-sink").await;
 }
+
+/// One record for the format check, with a value and headers of its own.
+fn format_record(
+    id: u64,
+    topic: &str,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(&str, Option<&[u8]>)],
+) -> spillway::runtime::batch::SinkRecord {
+    use spillway::runtime::batch::{Header, SinkRecord, TimestampType};
+    SinkRecord {
+        id,
+        topic: topic.into(),
+        partition: (id % 3) as i32,
+        offset: 1_000 + id as i64,
+        timestamp: if id % 4 == 3 { -1 } else { 1_700_000_000_000 + id as i64 },
+        timestamp_type: if id % 4 == 3 { TimestampType::NoTimestampType } else { TimestampType::CreateTime },
+        key: key.map(<[u8]>::to_vec),
+        value: value.map(<[u8]>::to_vec),
+        headers: headers.iter().map(|(k, v)| Header { key: k.to_string(), value: v.map(<[u8]>::to_vec) }).collect(),
+        delivery_count: 1,
+        lock_deadline: None,
+    }
+}
+
+/// The Python and JavaScript sinks write what the Rust file-sink writes,
+/// field for field, through every path of their batch-level encoding: a
+/// batch of plain ASCII (quoted as it is), one of UTF-8 text (escaped),
+/// and one of everything else: bytes that are not UTF-8, null and empty
+/// keys and values, quotes, backslashes and control characters, headers
+/// with a repeated key and a null value, two topics, no timestamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
+    use spillway::capabilities::Grants;
+    use spillway::runtime::batch::{FlushScope, Outcome, Settlement};
+    use spillway::runtime::{Limits, Runtime};
+    let batches = vec![
+        (0..20).map(|i| format_record(i, "plain", Some(format!("k{i}").as_bytes()), Some(b"v"), &[])).collect::<Vec<_>>(),
+        (20..30)
+            .map(|i| {
+                let value = format!("caf\u{e9} \u{20ac}{i} \u{1F600} \"q\" \\ \n\t\u{1}");
+                format_record(i, "utf8", Some("\u{43a}\u{43b}\u{44e}\u{447}".as_bytes()), Some(value.as_bytes()), &[])
+            })
+            .collect(),
+        vec![
+            format_record(30, "mixed", None, Some(&[0xff, 0x00, b'A']), &[("h", Some(b"1")), ("h", Some(b"2")), ("n", None)]),
+            format_record(31, "mixed", Some(b""), Some(b""), &[("k", Some(&[0xc3, 0x28]))]),
+            format_record(32, "other", Some(b"tomb"), None, &[]),
+            format_record(33, "mixed", Some(b"plain"), Some(b"plain value"), &[]),
+        ],
+    ];
+    let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let grants = Grants::from_config([("plugin.grant.fs.out.path", dir.path().to_str().unwrap())]).unwrap();
+    let mut written = Vec::new();
+    for (name, wasm) in [
+        ("file-sink", plugin_dir().join("file-sink.wasm")),
+        ("python-sink", example_plugin("python-sink.wasm")),
+        ("javascript-sink", example_plugin("javascript-sink.wasm")),
+    ] {
+        let plugin = runtime.load_file(&wasm).await.unwrap();
+        let mut sink = runtime.instantiate(&plugin, name, &grants, &Limits::default()).await.unwrap();
+        let file = dir.path().join(format!("{name}.jsonl"));
+        sink.start(&[("file".into(), file.to_str().unwrap().into()), ("task.id".into(), "0".into())]).await.unwrap();
+        for batch in &batches {
+            let report = sink.put(batch).await.unwrap();
+            assert_eq!(report.outcomes, vec![Outcome::Hold; batch.len()], "{name}");
+        }
+        let settled = sink.flush(&FlushScope::All).await.unwrap();
+        let ids: Vec<u64> = batches.iter().flatten().map(|r| r.id).collect();
+        let expected: Vec<Settlement> = ids.iter().map(|&id| Settlement { id, outcome: Outcome::Accept }).collect();
+        assert_eq!(settled, expected, "{name} settles every held record once flushed");
+        sink.stop().await.unwrap();
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), ids.len(), "{name}");
+        written.push((name, lines));
+    }
+    let (_, rust) = &written[0];
+    assert_eq!(rust[30]["value"], serde_json::json!([255, 0, 65]), "bytes that are not UTF-8 are a list of byte values");
+    assert_eq!(rust[30]["headers"], serde_json::json!({"h": "2", "n": null}));
+    for (name, lines) in &written[1..] {
+        for (i, (theirs, ours)) in lines.iter().zip(rust).enumerate() {
+            assert_eq!(theirs, ours, "{name}, line {i}");
+        }
+    }
+}

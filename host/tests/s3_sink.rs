@@ -14,7 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{Value, json};
 use spillway::capabilities::Grants;
 use spillway::herder::{ConfigMap, State};
-use spillway::runtime::bindings::{FlushScope, Outcome, SinkRecord, TaskError, TimestampType};
+use spillway::runtime::batch::{FlushScope, Outcome, SinkRecord, TaskError, TimestampType};
 use spillway::runtime::{Limits, PluginError};
 use spillway::task::{self, ConnectorConfig, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::{BTreeMap, BTreeSet};

@@ -52,6 +52,7 @@
 // The generated bindings name this crate by its public path, also from inside.
 extern crate self as spillway_sdk;
 
+mod batch;
 mod config;
 pub mod data;
 pub mod kafka;
@@ -70,6 +71,7 @@ pub mod __private {
             path: "../wit",
             world: "full",
             generate_all,
+            additional_derives: [PartialEq],
             pub_export_macro: true,
             default_bindings_module: "spillway_sdk::__private::bindings",
             runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
@@ -80,6 +82,7 @@ pub mod __private {
     pub use crate::__private::bindings::exports::spillway::connector::sink_task::Guest as SinkTaskGuest;
     pub use wit_bindgen;
 
+    pub use crate::__private::bindings::spillway::connector::types as wire;
     use crate::{Config, ConfigError, PutReport, Settlement, Sink, TaskError};
     use std::cell::RefCell;
     use std::thread::LocalKey;
@@ -97,18 +100,25 @@ pub mod __private {
         Ok(())
     }
 
-    pub fn put<S: Sink>(slot: &'static Slot<S>, batch: Vec<crate::SinkRecord>) -> Result<PutReport, TaskError> {
-        slot.with(|s| match s.borrow_mut().as_mut() {
-            Some(sink) => sink.put(batch),
+    pub fn put<S: Sink>(slot: &'static Slot<S>, batch: wire::RecordBatch) -> Result<wire::PutReport, TaskError> {
+        let records = crate::batch::records(batch);
+        let PutReport { outcomes, settled } = slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(sink) => sink.put(records),
             None => Err(TaskError::Fatal("put before start".into())),
+        })?;
+        Ok(wire::PutReport {
+            outcomes: crate::batch::outcome_runs(outcomes),
+            settled: crate::batch::settlement_ranges(settled),
         })
     }
 
-    pub fn flush<S: Sink>(slot: &'static Slot<S>, scope: crate::FlushScope) -> Result<Vec<Settlement>, TaskError> {
-        slot.with(|s| match s.borrow_mut().as_mut() {
+    pub fn flush<S: Sink>(slot: &'static Slot<S>, scope: wire::FlushScope) -> Result<Vec<wire::Settlement>, TaskError> {
+        let scope = crate::batch::scope(scope);
+        let settled: Vec<Settlement> = slot.with(|s| match s.borrow_mut().as_mut() {
             Some(sink) => sink.flush(scope),
             None => Ok(Vec::new()),
-        })
+        })?;
+        Ok(crate::batch::settlement_ranges(settled))
     }
 
     pub fn stop<S: Sink>(slot: &'static Slot<S>) {
@@ -119,9 +129,9 @@ pub mod __private {
 }
 
 pub use __private::bindings::spillway::connector::types::{
-    ConfigError, ConfigKey, ConfigType, FlushScope, Header, Importance, Outcome, PluginMetadata, PutReport, Settlement,
-    SinkRecord, TimestampType,
+    ConfigError, ConfigKey, ConfigType, Importance, Outcome, PluginMetadata, TimestampType,
 };
+pub use batch::{FlushScope, Header, PutReport, Settlement, SinkRecord};
 /// The one retriable / fatal classification: what a call into the plugin
 /// returns, and what every capability returns, so `?` passes a capability's
 /// error on unchanged.
@@ -130,7 +140,7 @@ pub use __private::bindings::spillway::types::errors::Error as TaskError;
 /// The version of the WIT contract (`spillway:connector`) this SDK builds
 /// plugins against; a host refuses a plugin built against another 0.minor
 /// track or a newer one.
-pub const CONTRACT_VERSION: &str = "0.3.0";
+pub const CONTRACT_VERSION: &str = "0.4.0";
 
 /// A sink connector. One value serves one task; the host creates it with
 /// [`Sink::start`] and drops it after [`Sink::stop`].
@@ -240,13 +250,16 @@ macro_rules! export_sink {
                     $crate::__private::start::<$sink>(&TASK, config)
                 }
                 fn put(
-                    batch: ::std::vec::Vec<$crate::SinkRecord>,
-                ) -> ::std::result::Result<$crate::PutReport, $crate::TaskError> {
+                    batch: $crate::__private::wire::RecordBatch,
+                ) -> ::std::result::Result<$crate::__private::wire::PutReport, $crate::TaskError> {
                     $crate::__private::put::<$sink>(&TASK, batch)
                 }
                 fn flush(
-                    scope: $crate::FlushScope,
-                ) -> ::std::result::Result<::std::vec::Vec<$crate::Settlement>, $crate::TaskError> {
+                    scope: $crate::__private::wire::FlushScope,
+                ) -> ::std::result::Result<
+                    ::std::vec::Vec<$crate::__private::wire::Settlement>,
+                    $crate::TaskError,
+                > {
                     $crate::__private::flush::<$sink>(&TASK, scope)
                 }
                 fn stop() {

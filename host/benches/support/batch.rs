@@ -1,6 +1,6 @@
 //! The records the benchmarks put: the same shape for every plugin measured.
 
-use spillway::runtime::bindings::{Header, SinkRecord, TimestampType};
+use spillway::runtime::batch::{Header, SinkRecord, TimestampType};
 
 /// Record `i` of a batch, with a value of `value_bytes` bytes.
 pub fn record(i: usize, value_bytes: usize) -> SinkRecord {

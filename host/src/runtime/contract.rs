@@ -14,7 +14,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The version of `wit/connector.wit` this host speaks.
-pub const CONTRACT_VERSION: &str = "0.3.0";
+pub const CONTRACT_VERSION: &str = "0.4.0";
 const CONTRACT_PACKAGE: &str = "spillway:connector";
 /// The contract's type-only interface, which a plugin imports for the types
 /// its exports use.

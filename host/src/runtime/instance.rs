@@ -1,4 +1,5 @@
-use super::bindings::{self, ConfigError, FlushScope, PluginMetadata, PutReport, Settlement, SinkRecord, TaskError};
+use super::batch::{self, FlushScope, PutReport, RecordBatch, Settlement, SinkRecord};
+use super::bindings::{self, ConfigError, PluginMetadata, TaskError};
 use super::{Limits, PluginState};
 use crate::kafka::target::TargetCluster;
 use anyhow::Result;
@@ -131,22 +132,36 @@ impl PluginInstance {
         self.finish(ended)?.map_err(PluginError::Task)
     }
 
-    pub async fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
+    /// Packs `records` and puts them: for callers that hold records one by
+    /// one (tests, benchmarks); the task packs its own ([`Self::put_batch`]).
+    pub async fn put(&mut self, records: &[SinkRecord]) -> Result<PutReport, PluginError> {
+        self.put_batch(&RecordBatch::from(records)).await
+    }
+
+    pub async fn put_batch(&mut self, batch: &RecordBatch) -> Result<PutReport, PluginError> {
         let kafka = &mut self.store.data_mut().kafka;
         if kafka.is_granted() && !batch.is_empty() {
             // A send names its source records by id: offset syncs need
             // their coordinates.
-            kafka.note_batch(batch.iter().map(|r| (r.id, r.topic.as_str(), r.partition, r.offset)));
+            kafka.note_batch(batch.coordinates());
         }
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, batch)).await;
-        self.finish(ended)?.map_err(PluginError::Task)
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, &batch.0)).await;
+        let report = self.finish(ended)?.map_err(PluginError::Task)?;
+        let outcomes = batch::expand_outcomes(report.outcomes, batch.len()).ok_or_else(|| {
+            PluginError::Task(TaskError::Fatal(format!(
+                "the plugin's outcome runs do not add up to the batch of {} records",
+                batch.len()
+            )))
+        })?;
+        Ok(PutReport { outcomes, settled: batch::expand_settlements(report.settled) })
     }
 
     pub async fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
+        let scope = bindings::FlushScope::from(scope);
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, scope)).await;
-        self.finish(ended)?.map_err(PluginError::Task)
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, &scope)).await;
+        Ok(batch::expand_settlements(self.finish(ended)?.map_err(PluginError::Task)?))
     }
 
     /// Connects the kafka grants now, before the task joins its group, and

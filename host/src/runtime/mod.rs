@@ -5,6 +5,7 @@
 //! tick, and host calls (WASI, capabilities) are futures, so one deadline
 //! bounds a call wherever it is stuck, and a task that stops drops it.
 
+pub mod batch;
 mod cache;
 mod contract;
 mod instance;
@@ -34,6 +35,7 @@ pub mod bindings {
         path: "../wit",
         world: "spillway:connector/full",
         exports: { default: async },
+        additional_derives: [PartialEq],
         with: {
             "spillway:types/errors": crate::capabilities::errors::bindings::spillway::types::errors,
             "spillway:log/log": crate::capabilities::log::bindings::spillway::log::log,

@@ -9,14 +9,14 @@
 //! (RELEASE, which costs a delivery) only when its locks are about to run out.
 
 use super::config::{ConnectorConfig, Tolerance};
-use super::convert::to_sink_record;
+use super::convert::to_batch;
 use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
 use super::swap::Swap;
 use crate::kafka::{AckType, ConsumedRecord};
-use crate::runtime::bindings::{FlushScope, Outcome, PutReport, Settlement, SinkRecord, TaskError};
+use crate::runtime::batch::{FlushScope, Outcome, PutReport, RecordBatch, Settlement, TaskError};
 use crate::runtime::{PluginError, PluginInstance};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -205,11 +205,8 @@ impl TaskLoop {
         if ids.is_empty() {
             return Ok(None);
         }
-        let deadlines = std::time::SystemTime::now();
-        let batch: Vec<_> = ids
-            .iter()
-            .filter_map(|id| self.records.get(*id).map(|t| to_sink_record(*id, &t.record, deadlines)))
-            .collect();
+        let tracked: Vec<_> = ids.iter().filter_map(|id| Some((*id, &self.records.get(*id)?.record))).collect();
+        let batch = to_batch(tracked.into_iter(), std::time::SystemTime::now());
         let started = Instant::now();
         let (result, next) = if prefetch {
             // Disjoint fields: the plugin works while the source fetches.
@@ -269,7 +266,7 @@ impl TaskLoop {
     /// checkpoint) and settle what it wrote.
     async fn tick(&mut self) -> Result<(), Failure> {
         self.last_tick = Instant::now();
-        match self.plugin.put(&[]).await {
+        match self.plugin.put(&to_batch(std::iter::empty(), std::time::SystemTime::now())).await {
             Ok(report) if report.outcomes.is_empty() => self.settle_held(report.settled).await,
             Ok(report) => {
                 Err(Failure(format!("plugin returned {} outcomes for an empty batch", report.outcomes.len())))
@@ -634,8 +631,8 @@ impl PluginSlot {
         self.instance.is_usable()
     }
 
-    async fn put(&mut self, batch: &[SinkRecord]) -> Result<PutReport, PluginError> {
-        let result = self.instance.put(batch).await;
+    async fn put(&mut self, batch: &RecordBatch) -> Result<PutReport, PluginError> {
+        let result = self.instance.put_batch(batch).await;
         self.observe_memory();
         result
     }

@@ -10,7 +10,7 @@ use super::in_flight::Stage;
 use super::metrics::FlushCause;
 use super::run::{Failure, TaskLoop};
 use crate::runtime::PluginInstance;
-use crate::runtime::bindings::FlushScope;
+use crate::runtime::batch::FlushScope;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
