@@ -522,7 +522,9 @@ async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
     use spillway::runtime::batch::{FlushScope, Outcome, Settlement};
     use spillway::runtime::{Limits, Runtime};
     let batches = vec![
-        (0..20).map(|i| format_record(i, "plain", Some(format!("k{i}").as_bytes()), Some(b"v"), &[])).collect::<Vec<_>>(),
+        (0..20)
+            .map(|i| format_record(i, "plain", Some(format!("k{i}").as_bytes()), Some(b"v"), &[]))
+            .collect::<Vec<_>>(),
         (20..30)
             .map(|i| {
                 let value = format!("caf\u{e9} \u{20ac}{i} \u{1F600} \"q\" \\ \n\t\u{1}");
@@ -530,7 +532,13 @@ async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
             })
             .collect(),
         vec![
-            format_record(30, "mixed", None, Some(&[0xff, 0x00, b'A']), &[("h", Some(b"1")), ("h", Some(b"2")), ("n", None)]),
+            format_record(
+                30,
+                "mixed",
+                None,
+                Some(&[0xff, 0x00, b'A']),
+                &[("h", Some(b"1")), ("h", Some(b"2")), ("n", None)],
+            ),
             format_record(31, "mixed", Some(b""), Some(b""), &[("k", Some(&[0xc3, 0x28]))]),
             format_record(32, "other", Some(b"tomb"), None, &[]),
             format_record(33, "mixed", Some(b"plain"), Some(b"plain value"), &[]),
@@ -567,7 +575,11 @@ async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
         written.push((name, lines));
     }
     let (_, rust) = &written[0];
-    assert_eq!(rust[30]["value"], serde_json::json!([255, 0, 65]), "bytes that are not UTF-8 are a list of byte values");
+    assert_eq!(
+        rust[30]["value"],
+        serde_json::json!([255, 0, 65]),
+        "bytes that are not UTF-8 are a list of byte values"
+    );
     assert_eq!(rust[30]["headers"], serde_json::json!({"h": "2", "n": null}));
     for (name, lines) in &written[1..] {
         for (i, (theirs, ours)) in lines.iter().zip(rust).enumerate() {

@@ -348,7 +348,10 @@ async fn a_plugin_built_against_another_contract_version_is_refused_naming_both(
         let err = runtime().load(component(old, &[])).await.err().expect("must be refused");
         let chain = format!("{err:#}");
         assert!(chain.contains(&format!("built against contract spillway:connector@{old}")), "{chain}");
-        assert!(chain.contains(&format!("speaks spillway:connector@{}", spillway::runtime::CONTRACT_VERSION)), "{chain}");
+        assert!(
+            chain.contains(&format!("speaks spillway:connector@{}", spillway::runtime::CONTRACT_VERSION)),
+            "{chain}"
+        );
     }
 
     // The same rule for each capability package: a newer one is refused.

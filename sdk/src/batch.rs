@@ -98,7 +98,8 @@ pub(crate) fn records(batch: wire::RecordBatch) -> Vec<SinkRecord> {
     let values = Strings::new(&batch.values);
     let header_keys = Strings::new(&batch.header_keys);
     let header_values = Strings::new(&batch.header_values);
-    let header_offsets: Vec<usize> = numbers::<4>(&batch.header_offsets).map(|b| u32::from_le_bytes(b) as usize).collect();
+    let header_offsets: Vec<usize> =
+        numbers::<4>(&batch.header_offsets).map(|b| u32::from_le_bytes(b) as usize).collect();
     let mut ids = numbers::<8>(&batch.ids).map(u64::from_le_bytes);
     let mut topics = numbers::<2>(&batch.topic_indexes).map(u16::from_le_bytes);
     let mut partitions = numbers::<4>(&batch.partitions).map(i32::from_le_bytes);
@@ -184,7 +185,8 @@ mod tests {
     use super::*;
 
     fn strings(entries: &[Option<&[u8]>]) -> wire::ByteStrings {
-        let mut column = wire::ByteStrings { data: Vec::new(), offsets: 0u32.to_le_bytes().to_vec(), present: Vec::new() };
+        let mut column =
+            wire::ByteStrings { data: Vec::new(), offsets: 0u32.to_le_bytes().to_vec(), present: Vec::new() };
         for entry in entries {
             column.data.extend_from_slice(entry.unwrap_or_default());
             column.offsets.extend_from_slice(&(column.data.len() as u32).to_le_bytes());
@@ -265,7 +267,8 @@ mod tests {
             settled(3, Outcome::Retry("r".into())),
             settled(7, Outcome::Retry("r".into())),
         ]);
-        let ranges: Vec<(u64, u32, Outcome)> = ranges.into_iter().map(|r| (r.ids.first, r.ids.count, r.outcome)).collect();
+        let ranges: Vec<(u64, u32, Outcome)> =
+            ranges.into_iter().map(|r| (r.ids.first, r.ids.count, r.outcome)).collect();
         assert_eq!(
             ranges,
             [(1, 2, Outcome::Accept), (3, 1, Outcome::Retry("r".into())), (7, 1, Outcome::Retry("r".into()))]

@@ -131,11 +131,11 @@ pub mod __private {
 pub use __private::bindings::spillway::connector::types::{
     ConfigError, ConfigKey, ConfigType, Importance, Outcome, PluginMetadata, TimestampType,
 };
-pub use batch::{FlushScope, Header, PutReport, Settlement, SinkRecord};
 /// The one retriable / fatal classification: what a call into the plugin
 /// returns, and what every capability returns, so `?` passes a capability's
 /// error on unchanged.
 pub use __private::bindings::spillway::types::errors::Error as TaskError;
+pub use batch::{FlushScope, Header, PutReport, Settlement, SinkRecord};
 
 /// The version of the WIT contract (`spillway:connector`) this SDK builds
 /// plugins against; a host refuses a plugin built against another 0.minor
@@ -256,10 +256,8 @@ macro_rules! export_sink {
                 }
                 fn flush(
                     scope: $crate::__private::wire::FlushScope,
-                ) -> ::std::result::Result<
-                    ::std::vec::Vec<$crate::__private::wire::Settlement>,
-                    $crate::TaskError,
-                > {
+                ) -> ::std::result::Result<::std::vec::Vec<$crate::__private::wire::Settlement>, $crate::TaskError>
+                {
                     $crate::__private::flush::<$sink>(&TASK, scope)
                 }
                 fn stop() {

@@ -73,10 +73,14 @@ impl RecordBatch {
     pub fn coordinates(&self) -> impl Iterator<Item = (u64, &str, i32, i64)> {
         let b = &self.0;
         let ids = b.ids.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()));
-        let topics = b.topic_indexes.chunks_exact(2).map(|c| b.topics[u16::from_le_bytes([c[0], c[1]]) as usize].as_str());
+        let topics =
+            b.topic_indexes.chunks_exact(2).map(|c| b.topics[u16::from_le_bytes([c[0], c[1]]) as usize].as_str());
         let partitions = b.partitions.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()));
         let offsets = b.offsets.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()));
-        ids.zip(topics).zip(partitions).zip(offsets).map(|(((id, topic), partition), offset)| (id, topic, partition, offset))
+        ids.zip(topics)
+            .zip(partitions)
+            .zip(offsets)
+            .map(|(((id, topic), partition), offset)| (id, topic, partition, offset))
     }
 }
 
@@ -228,7 +232,9 @@ pub(super) fn expand_settlements(settled: Vec<bindings::Settlement>) -> Vec<Sett
     let mut out = Vec::new();
     for s in settled {
         let IdRange { first, count } = s.ids;
-        out.extend((0..u64::from(count)).map(|i| Settlement { id: first.saturating_add(i), outcome: s.outcome.clone() }));
+        out.extend(
+            (0..u64::from(count)).map(|i| Settlement { id: first.saturating_add(i), outcome: s.outcome.clone() }),
+        );
     }
     out
 }
@@ -299,7 +305,8 @@ mod tests {
         assert_eq!(b.header_keys.data, b"hhx");
         assert_eq!(b.header_values.present, [1, 0, 1]);
         assert_eq!(b.timestamp_types, [1, 1, 1]);
-        let deadlines: Vec<i64> = b.lock_deadlines.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+        let deadlines: Vec<i64> =
+            b.lock_deadlines.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(deadlines, [-1, 5_008, -1]);
         let coordinates: Vec<_> = batch.coordinates().collect();
         assert_eq!(coordinates, [(7, "a", 1, 107), (8, "b", 2, 108), (9, "a", 0, 109)]);
