@@ -121,10 +121,13 @@ impl Herder {
             Some(group) => Some(group_member(&config, group).await?),
             None => None,
         };
+        // Listed before the worker loads the plugins, not when the watcher
+        // first runs: a file added in between would go unseen forever.
+        let plugin_listing = plugins::dir_listing(&plugin_dir);
         let worker = Worker::start(config, runtime.clone(), commands).await?;
         tokio::spawn(worker.run(receiver));
         let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir };
-        tokio::spawn(herder.clone().watch_plugin_dir());
+        tokio::spawn(herder.clone().watch_plugin_dir(plugin_listing));
         if let (Some(group), Some(member)) = (group, member) {
             tokio::spawn(distributed::drive(herder.clone(), member, command_receiver, group.heartbeat_interval));
         }
@@ -134,10 +137,9 @@ impl Herder {
     /// Reloads the plugin directory whenever a file in it changes (name,
     /// size or modification time), until the herder stops. It holds the
     /// main loop's queue weakly: the last handle dropped ends the herder.
-    async fn watch_plugin_dir(self) {
+    async fn watch_plugin_dir(self, mut last: plugins::DirListing) {
         let Herder { jobs, worker_id, cluster_id, runtime, plugin_dir } = self;
         let jobs = jobs.downgrade();
-        let mut last = plugins::dir_listing(&plugin_dir);
         loop {
             tokio::time::sleep(PLUGIN_DIR_POLL).await;
             let Some(jobs) = jobs.upgrade() else { return };

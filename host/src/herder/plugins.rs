@@ -216,7 +216,9 @@ pub async fn load_dir(runtime: &Runtime, dir: &Path) -> Option<Vec<Loaded>> {
 
 /// What the plugin directory holds, cheaply: each file's name, size and
 /// modification time, for the watcher to see a change without reading files.
-pub fn dir_listing(dir: &Path) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
+pub type DirListing = Vec<(PathBuf, u64, Option<std::time::SystemTime>)>;
+
+pub fn dir_listing(dir: &Path) -> DirListing {
     let mut listing: Vec<_> = wasm_files(dir)
         .unwrap_or_default()
         .into_iter()
