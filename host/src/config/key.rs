@@ -131,6 +131,18 @@ impl Validator {
         })
     }
 
+    /// An INT or LONG that is -1 (which means `meaning`: no ceiling, the
+    /// broker's default) or a count of at least 1.
+    pub fn minus_one_or_at_least_one(meaning: &str) -> Self {
+        let error = format!("Value must be -1 ({meaning}) or at least 1");
+        Validator::new(format!("-1 ({meaning}), or at least 1"), move |v| match v {
+            Value::Int(-1) | Value::Long(-1) => Ok(()),
+            Value::Int(n) if *n >= 1 => Ok(()),
+            Value::Long(n) if *n >= 1 => Ok(()),
+            _ => Err(error.clone()),
+        })
+    }
+
     /// A STRING that is one of `allowed`.
     pub fn one_of(allowed: &'static [&'static str]) -> Self {
         Validator::new(allowed.join(", "), move |value| match value {

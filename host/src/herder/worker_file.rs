@@ -5,7 +5,7 @@
 //! table (`spillway config-keys --worker`).
 
 use super::store::{ConfigTopic, StatusTopic};
-use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, Value, providers};
+use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, providers};
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
 use crate::policy::GrantPolicy;
@@ -213,16 +213,7 @@ pub fn worker_keys() -> &'static ConfigDef {
     static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
         use Importance::{High, Low, Medium};
         let key = KeyDef::new;
-        // -1 for `meaning` (no ceiling, the broker's default), or a count.
-        let minus_one_or_at_least_one = |meaning: &str| {
-            let error = format!("Value must be -1 ({meaning}) or at least 1");
-            Validator::new(format!("-1 ({meaning}), or at least 1"), move |v| match v {
-                Value::Int(-1) | Value::Long(-1) => Ok(()),
-                Value::Int(n) if *n >= 1 => Ok(()),
-                Value::Long(n) if *n >= 1 => Ok(()),
-                _ => Err(error.clone()),
-            })
-        };
+        let minus_one_or_at_least_one = Validator::minus_one_or_at_least_one;
         let no_ceiling = || minus_one_or_at_least_one("no ceiling");
         // `<topic>.storage.replication.factor`, for a topic the worker creates.
         let replication_factor = |topic: &str, importance: Importance| {

@@ -131,14 +131,18 @@ impl ConsumerContext for RebalanceTracker {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(list) = rebalance else { return };
         let revoked: Vec<Partition> = list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
-        let mut positions = self.positions.lock().unwrap();
-        if let Some(target) = &self.target {
+        let mut positions = if let Some(target) = &self.target {
             // The new owner starts from the target's offsets: settle the
             // open transaction now. It holds records of every partition,
             // kept ones too, so it commits all their positions.
-            let held: Vec<Partition> = positions.next_offset.keys().cloned().collect();
-            let durable = positions.to_commit(held.iter());
-            match target.commit_transaction(&durable) {
+            let durable = {
+                let positions = self.positions.lock().unwrap();
+                let held: Vec<Partition> = positions.next_offset.keys().cloned().collect();
+                positions.to_commit(held.iter())
+            };
+            let settled = settle_before_handing_over(target, &durable);
+            let mut positions = self.positions.lock().unwrap();
+            match settled {
                 Ok(TxnOutcome::Committed(offsets)) => {
                     for (partition, position) in offsets {
                         positions.committed.insert(partition, position);
@@ -152,14 +156,16 @@ impl ConsumerContext for RebalanceTracker {
                     tracing::warn!(why, "producer replaced at a rebalance");
                     positions.rewind = Some(Rewind { why, from_target: true });
                 }
-                // The new owner must not start while this transaction may
-                // still commit: the task fails rather than hand over.
+                // Still unknown after waiting: the task fails rather than
+                // hand over while the transaction may yet commit.
                 Ok(TxnOutcome::Unresolved(why)) => {
                     positions.failure = Some(format!("a rebalance came while a transaction was unresolved: {why}"))
                 }
                 Err(e) => positions.failure = Some(format!("{e:#}")),
             }
+            positions
         } else {
+            let positions = self.positions.lock().unwrap();
             let durable = positions.to_commit(revoked.iter());
             let committed = match durable.is_empty() {
                 true => Ok(()),
@@ -172,9 +178,33 @@ impl ConsumerContext for RebalanceTracker {
                 // The new owner starts from the previous commit: duplicates, no loss.
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "committing revoked partitions failed"),
             }
-        }
+            positions
+        };
         for partition in &revoked {
             positions.forget(partition);
+        }
+    }
+}
+
+/// How many of the target's timeouts a rebalance waits, at most, for a
+/// transaction whose commit or abort timed out to resolve.
+const REBALANCE_SETTLE_TIMEOUTS: u32 = 6;
+
+/// Commits the open transaction with `durable` before the group hands its
+/// partitions over. A commit or abort that timed out (the target is away)
+/// is resumed until it resolves, for a few of the target's timeouts: the
+/// rebalance waits, as the group lets a member finish its revocation
+/// (within `max.poll.interval.ms`), since the new owner must not start from
+/// offsets that this transaction may still move. Blocking.
+fn settle_before_handing_over(target: &TargetCluster, durable: &[(Partition, i64)]) -> Result<TxnOutcome> {
+    let deadline = std::time::Instant::now() + target.timeout() * REBALANCE_SETTLE_TIMEOUTS;
+    loop {
+        match target.commit_transaction(durable)? {
+            TxnOutcome::Unresolved(why) if std::time::Instant::now() < deadline => {
+                tracing::warn!(why, "a rebalance waits for the unresolved transaction before it hands partitions over");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            outcome => return Ok(outcome),
         }
     }
 }

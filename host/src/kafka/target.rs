@@ -19,6 +19,7 @@
 
 use super::producer::future_record;
 use anyhow::{Context, Result, anyhow, bail};
+use rdkafka::ClientContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -97,9 +98,34 @@ enum Txn {
     Fenced(String),
 }
 
+/// The producer's context: remembers the last error librdkafka reported,
+/// which says why a call that fails only with "broker transport failure"
+/// did (a wrong password, a certificate the cluster refuses).
+#[derive(Clone, Default)]
+struct LastError(Arc<Mutex<Option<String>>>);
+
+impl ClientContext for LastError {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(error = %error, reason, "the target cluster's client reported an error");
+        // "All brokers are down" sums up the errors before it, which say why.
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::AllBrokersDown) {
+            *self.0.lock().unwrap() = Some(reason.to_string());
+        }
+    }
+}
+
+impl LastError {
+    /// " (last error: …)", or nothing.
+    fn suffix(&self) -> String {
+        self.0.lock().unwrap().as_ref().map(|reason| format!(" (last error: {reason})")).unwrap_or_default()
+    }
+}
+
+type TargetProducer = FutureProducer<LastError>;
+
 pub struct TargetCluster {
     /// Replaced, under exactly-once, when it fails fatally.
-    producer: RwLock<Arc<FutureProducer>>,
+    producer: RwLock<Arc<TargetProducer>>,
     /// How to make the producer again.
     producer_config: ClientConfig,
     /// Reads and commits group offsets in the target; never joins a group.
@@ -122,24 +148,31 @@ impl TargetCluster {
         transactional_id: Option<&str>,
         timeout: Duration,
     ) -> Result<Self> {
+        let ms = timeout.as_millis().to_string();
         let client = |extra: &[(&str, &str)]| {
             let mut config = ClientConfig::new();
             for (k, v) in settings {
                 config.set(k, v);
             }
+            // A request the target does not answer gives up within the
+            // grant's timeout, as every operation on the grant does:
+            // librdkafka would otherwise hold a transactional call (say, a
+            // commit to a coordinator that stopped answering) for its 60 s.
+            config.set("socket.timeout.ms", &ms);
             for (k, v) in extra {
                 config.set(*k, *v);
             }
             config
         };
-        let ms = timeout.as_millis().to_string();
         let mut producer =
             client(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", &ms)]);
         if let Some(id) = transactional_id {
             producer.set("transactional.id", id).set("transaction.timeout.ms", "60000");
         }
         let producer_config = producer;
-        let producer: FutureProducer = producer_config.create().context("creating the target producer")?;
+        let errors = LastError::default();
+        let producer: TargetProducer =
+            producer_config.create_with_context(errors.clone()).context("creating the target producer")?;
         let groups: BaseConsumer = client(&[("group.id", group), ("enable.auto.commit", "false")])
             .create()
             .context("creating the target's group client")?;
@@ -147,7 +180,10 @@ impl TargetCluster {
             client(&[("allow.auto.create.topics", "false")]).create().context("creating the target's admin client")?;
         // Each client learns the cluster now and drops its bootstrap
         // connection before the task joins its group (see `Producer::connect`).
-        producer.client().fetch_metadata(None, timeout).context("reading the target's metadata")?;
+        producer
+            .client()
+            .fetch_metadata(None, timeout)
+            .map_err(|e| anyhow!("reading the target's metadata: {e}{}", errors.suffix()))?;
         groups.fetch_metadata(None, timeout).context("reading the target's metadata")?;
         admin.inner().fetch_metadata(None, timeout).context("reading the target's metadata")?;
         let transactional = match transactional_id {
@@ -249,7 +285,7 @@ impl TargetCluster {
         Ok(outcomes)
     }
 
-    fn producer(&self) -> Arc<FutureProducer> {
+    fn producer(&self) -> Arc<TargetProducer> {
         self.producer.read().unwrap().clone()
     }
 
@@ -379,7 +415,8 @@ impl TargetCluster {
     /// A new producer with the same transactional id: initializing it
     /// settles whatever the old one left open (and fences the old one).
     fn replace_producer(&self, txn: &mut Txn, why: String) -> Result<TxnOutcome> {
-        let fresh = self.producer_config.create::<FutureProducer>().context("creating the target producer")?;
+        let fresh: TargetProducer =
+            self.producer_config.create_with_context(LastError::default()).context("creating the target producer")?;
         match fresh.init_transactions(self.timeout) {
             Ok(()) => {
                 tracing::warn!(why, "replaced the transactional producer");
@@ -450,15 +487,17 @@ impl TargetCluster {
         }
     }
 
-    /// Creates `topic` unless it exists. `Ok(None)` when the cluster has no
+    /// Creates `topic` unless it exists, with `replication_factor` copies
+    /// (-1: the cluster's default). `Ok(None)` when the cluster has no
     /// CreateTopics: the topic is then made on first use.
     pub async fn create_topic(
         &self,
         topic: &str,
         partitions: u32,
+        replication_factor: i32,
         configs: &[(String, String)],
     ) -> Result<Option<bool>, SendError> {
-        let mut new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(-1));
+        let mut new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(replication_factor));
         for (k, v) in configs {
             new = new.set(k, v);
         }

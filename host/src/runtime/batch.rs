@@ -278,7 +278,7 @@ mod tests {
             value: (id != 2).then(|| format!("value {id}").into_bytes()),
             headers: headers.iter().map(|(k, v)| Header { key: k.to_string(), value: v.map(<[u8]>::to_vec) }).collect(),
             delivery_count: id as u16 + 1,
-            lock_deadline: (id % 2 == 0).then_some(5_000 + id as i64),
+            lock_deadline: id.is_multiple_of(2).then_some(5_000 + id as i64),
         }
     }
 

@@ -58,6 +58,8 @@ pub enum Event {
     Unauthenticated(ApiKey),
     /// A TLS handshake failed.
     TlsFailed(String),
+    /// Requests are held from this one on (see `FaultProxy::stall_from`).
+    Stalled(ApiKey),
 }
 
 /// What a secured proxy asks of every connection.
@@ -86,6 +88,10 @@ struct Inner {
     events: Mutex<Vec<Event>>,
     drop_all: broadcast::Sender<()>,
     secured: Secured,
+    /// The request that starts a stall, when one is armed.
+    stall_on: Mutex<Option<ApiKey>>,
+    /// While true, no request is forwarded, on any connection.
+    stalled: tokio::sync::watch::Sender<bool>,
 }
 
 impl FaultProxy {
@@ -105,6 +111,8 @@ impl FaultProxy {
             delivery_limits: Mutex::default(),
             events: Mutex::default(),
             drop_all: broadcast::channel(4).0,
+            stall_on: Mutex::default(),
+            stalled: tokio::sync::watch::channel(false).0,
         });
         let upstream = bootstrap.split(',').next().unwrap().trim().to_string();
         let port = route(&inner, &upstream);
@@ -129,6 +137,19 @@ impl FaultProxy {
     /// `group.share.delivery.count.limit`.
     pub fn serve_delivery_limits(&self, group: Option<u16>, broker: Option<u16>) {
         *self.inner.delivery_limits.lock().unwrap() = Some((group, broker));
+    }
+
+    /// From the next request of `api` on, holds every request, that one
+    /// included, on every connection, until [`Self::release`]: the broker
+    /// stops answering at that point of an exchange (a commit, say), as
+    /// one in a long pause does, with what came before answered.
+    pub fn stall_from(&self, api: ApiKey) {
+        *self.inner.stall_on.lock().unwrap() = Some(api);
+    }
+
+    /// Forwards the held requests and every later one.
+    pub fn release(&self) {
+        self.inner.stalled.send_replace(false);
     }
 
     /// Closes every open connection, both to the client and to the broker.
@@ -229,6 +250,15 @@ async fn relay(client: impl AsyncRead + AsyncWrite + Send + 'static, upstream: S
                     write_frame(&mut *client_write.lock().await, &reply).await.ok();
                     continue;
                 }
+                {
+                    let mut stall_on = inner.stall_on.lock().unwrap();
+                    if *stall_on == Some(api) {
+                        *stall_on = None;
+                        inner.stalled.send_replace(true);
+                        inner.events.lock().unwrap().push(Event::Stalled(api));
+                    }
+                }
+                let _ = inner.stalled.subscribe().wait_for(|stalled| !*stalled).await;
                 let epoch = (api == ApiKey::ShareGroupHeartbeat).then(|| heartbeat_epoch(version, frame.clone()));
                 inner.events.lock().unwrap().push(Event::Forwarded(api, epoch.flatten()));
                 waiting.lock().unwrap().insert(correlation, (api, version));

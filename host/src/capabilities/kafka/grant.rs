@@ -46,6 +46,15 @@ pub fn setting_keys() -> Vec<KeyDef> {
         )
         .with_default("false"),
         KeyDef::new(
+            "replication.factor",
+            Type::Int,
+            Importance::Low,
+            "Replication factor of the topics that ensure-topic creates in this cluster (a mirror's target topics); \
+             -1 takes the cluster's default (default.replication.factor).",
+        )
+        .with_default("-1")
+        .with_validator(Validator::minus_one_or_at_least_one("the cluster's default")),
+        KeyDef::new(
             "offset.syncs.topic",
             Type::String,
             Importance::Low,
@@ -68,6 +77,8 @@ pub fn setting_keys() -> Vec<KeyDef> {
 pub struct KafkaGrant {
     pub bootstrap_servers: String,
     pub exactly_once: bool,
+    /// Of the topics `ensure-topic` creates; -1: the cluster's default.
+    pub replication_factor: i32,
     /// Empty: the connector's default.
     pub offset_syncs_topic: String,
     /// librdkafka settings for every client of this grant, secrets included.
@@ -113,6 +124,7 @@ impl KafkaGrant {
         Ok(KafkaGrant {
             bootstrap_servers: values.string("bootstrap.servers").trim().to_string(),
             exactly_once: values.boolean("exactly.once"),
+            replication_factor: values.int("replication.factor"),
             offset_syncs_topic: values.string("offset.syncs.topic").trim().to_string(),
             client,
             policy: OpPolicy::from_values(&values),

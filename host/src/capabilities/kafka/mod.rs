@@ -318,10 +318,10 @@ impl HostCluster for KafkaCtx {
             Err(e) => return Ok(Err(e)),
         }
         let target = cluster.target.clone();
-        let policy = cluster.grant.policy.clone();
+        let (policy, replication) = (cluster.grant.policy.clone(), cluster.grant.replication_factor);
         let created = op::run(&self.metrics, key("ensure-topic"), &policy, &self.budget, || {
             let (target, topic, configs) = (target.clone(), topic.clone(), configs.clone());
-            async move { target.create_topic(&topic, partitions, &configs).await.map_err(to_error) }
+            async move { target.create_topic(&topic, partitions, replication, &configs).await.map_err(to_error) }
         })
         .await;
         Ok(created.map(|created| match created {
