@@ -69,13 +69,15 @@ function text(bytes) {
   }
 }
 
-/** Each entry of a byte-strings column as JSON text. The usual column (all
- * present, ASCII, nothing to escape) is decoded and checked in two native
- * calls over its whole data, then sliced; any other goes entry by entry. */
+/** Each entry of a byte-strings column for a JSON line: `{ texts, quoted }`.
+ * The usual column (all present, ASCII, nothing to escape) is decoded and
+ * checked in two native calls over its whole data, then sliced, and the
+ * line's glue writes the quotes (`quoted`); any other goes entry by entry,
+ * as JSON texts. */
 function jsonTexts(column, count) {
   const { data, present } = column;
   const ends = new Uint32Array(column.offsets.slice().buffer, 0, count + 1);
-  const out = new Array(count);
+  const texts = new Array(count);
   let whole;
   try {
     whole = present.indexOf(0) === -1 ? utf8.decode(data) : undefined;
@@ -83,44 +85,70 @@ function jsonTexts(column, count) {
     whole = undefined;
   }
   if (whole !== undefined && whole.length === data.length && JSON.stringify(whole).length === whole.length + 2) {
-    for (let i = 0; i < count; i++) out[i] = '"' + whole.slice(ends[i], ends[i + 1]) + '"';
-    return out;
+    for (let i = 0; i < count; i++) texts[i] = whole.slice(ends[i], ends[i + 1]);
+    return { texts, quoted: true };
   }
   for (let i = 0; i < count; i++) {
-    out[i] = present[i] ? JSON.stringify(text(data.subarray(ends[i], ends[i + 1]))) : 'null';
+    texts[i] = present[i] ? JSON.stringify(text(data.subarray(ends[i], ends[i + 1]))) : 'null';
   }
-  return out;
+  return { texts, quoted: false };
 }
 
 /** A typed array's numbers as decimal texts, in two native calls. */
 function numbers(column) {
-  return column.length === 0 ? [] : column.join(',').split(',');
+  return { texts: column.length === 0 ? [] : column.join(',').split(','), quoted: false };
 }
 
-/** How each field's JSON texts are made from a batch, an array per field.
+/** How each field's texts are made from a batch, an array per field.
  * (StarlingMonkey interprets JavaScript, with no JIT: the work per record
- * is kept to a few string operations; decoding and escaping run natively
- * over whole columns.) */
+ * is kept to a few array stores; decoding, escaping and joining run
+ * natively over whole columns.) */
 const COLUMNS = {
   topic: (r) => {
-    const texts = r.batch.topics.map((t) => JSON.stringify(t));
-    if (texts.length === 1) return new Array(r.count).fill(texts[0]);
-    return Array.from(r.topicIndexes, (i) => texts[i]);
+    const names = r.batch.topics.map((t) => JSON.stringify(t));
+    const texts = names.length === 1 ? new Array(r.count).fill(names[0]) : Array.from(r.topicIndexes, (i) => names[i]);
+    return { texts, quoted: false };
   },
   partition: (r) => numbers(r.partitions),
-  offset: (r) => Array.from(r.offsets, String),
+  offset: (r) => numbers(r.offsets),
   timestamp: (r) => numbers(r.timestamps),
   key: (r) => jsonTexts(r.batch.keys, r.count),
   value: (r) => jsonTexts(r.batch.values, r.count),
-  headers: (r) =>
-    r.headers().map((pairs) => {
+  headers: (r) => ({
+    texts: r.headers().map((pairs) => {
       if (pairs.length === 0) return '{}';
-      // A later header of the same key wins, as in file-sink.
       const o = Object.create(null);
       for (const [key, value] of pairs) o[key] = text(value);
       return JSON.stringify(o);
     }),
+    quoted: false,
+  }),
 };
+
+/** The batch as JSON lines: the texts of each record, with the glue before
+ * each field (`{"topic":`, `,"value":"`, ...) and after the last, stored
+ * into one array and joined once. */
+function jsonLines(records, fields) {
+  const columns = fields.map((f) => COLUMNS[f](records));
+  const glue = fields.map((f, j) => {
+    const open = j === 0 ? '{' : `${columns[j - 1].quoted ? '"' : ''},`;
+    return `${open}${JSON.stringify(f)}:${columns[j].quoted ? '"' : ''}`;
+  });
+  const end = `${columns[columns.length - 1].quoted ? '"' : ''}}\n`;
+  const texts = columns.map((c) => c.texts);
+  const n = records.count;
+  const m = columns.length;
+  const pieces = new Array(n * (2 * m + 1));
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < m; j++) {
+      pieces[k++] = glue[j];
+      pieces[k++] = texts[j][i];
+    }
+    pieces[k++] = end;
+  }
+  return pieces.join('');
+}
 
 /** Opens `path` for writing (creating it) in the granted directory that
  * holds it: WASI opens files relative to a preopened directory. */
@@ -222,7 +250,6 @@ export const sinkTask = {
       // Where the next flush writes: the end of what is durably written.
       size,
       // `"name":` before each field's JSON text (with the comma between).
-      prefixes: fields.map((f, i) => `${i === 0 ? '{' : ','}${JSON.stringify(f)}:`),
       fields,
       chunks: [], // one string per batch, written by flush
       held: [], // id ranges
@@ -242,15 +269,7 @@ export const sinkTask = {
     const n = records.count;
     if (n > 0) {
       // Column by column, then one string per line.
-      const columns = task.fields.map((f) => COLUMNS[f](records));
-      const { prefixes } = task;
-      const m = columns.length;
-      let chunk = '';
-      for (let i = 0; i < n; i++) {
-        for (let j = 0; j < m; j++) chunk += prefixes[j] + columns[j][i];
-        chunk += '}\n';
-      }
-      task.chunks.push(chunk);
+      task.chunks.push(jsonLines(records, task.fields));
       task.held.push(...records.idRanges());
       task.records += n;
       task.batches += 1;

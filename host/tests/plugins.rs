@@ -515,7 +515,8 @@ fn format_record(
 /// batch of plain ASCII (quoted as it is), one of UTF-8 text (escaped),
 /// and one of everything else: bytes that are not UTF-8, null and empty
 /// keys and values, quotes, backslashes and control characters, headers
-/// with a repeated key and a null value, two topics, no timestamp.
+/// with a repeated key and a null value, two topics, no timestamp. Twice:
+/// with every field, and with fields that begin and end with quoted text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
     use spillway::capabilities::Grants;
@@ -547,43 +548,51 @@ async fn the_python_and_javascript_sinks_write_what_file_sink_writes() {
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let grants = Grants::from_config([("plugin.grant.fs.out.path", dir.path().to_str().unwrap())]).unwrap();
-    let mut written = Vec::new();
-    for (name, wasm) in [
-        ("file-sink", plugin_dir().join("file-sink.wasm")),
-        ("python-sink", example_plugin("python-sink.wasm")),
-        ("javascript-sink", example_plugin("javascript-sink.wasm")),
-    ] {
-        let plugin = runtime.load_file(&wasm).await.unwrap();
-        let mut sink = runtime.instantiate(&plugin, name, &grants, &Limits::default()).await.unwrap();
-        let file = dir.path().join(format!("{name}.jsonl"));
-        sink.start(&[("file".into(), file.to_str().unwrap().into()), ("task.id".into(), "0".into())]).await.unwrap();
-        for batch in &batches {
-            let report = sink.put(batch).await.unwrap();
-            assert_eq!(report.outcomes, vec![Outcome::Hold; batch.len()], "{name}");
+    for fields in ["topic,partition,offset,timestamp,key,value,headers", "value,key"] {
+        let mut written = Vec::new();
+        for (name, wasm) in [
+            ("file-sink", plugin_dir().join("file-sink.wasm")),
+            ("python-sink", example_plugin("python-sink.wasm")),
+            ("javascript-sink", example_plugin("javascript-sink.wasm")),
+        ] {
+            let plugin = runtime.load_file(&wasm).await.unwrap();
+            let mut sink = runtime.instantiate(&plugin, name, &grants, &Limits::default()).await.unwrap();
+            let file = dir.path().join(format!("{name}-{fields}.jsonl"));
+            // (file-sink has no `fields`, and ignores it.)
+            let config = [("file", file.to_str().unwrap()), ("task.id", "0"), ("fields", fields)];
+            sink.start(&config.map(|(k, v)| (k.into(), v.into()))).await.unwrap();
+            for batch in &batches {
+                let report = sink.put(batch).await.unwrap();
+                assert_eq!(report.outcomes, vec![Outcome::Hold; batch.len()], "{name}");
+            }
+            let settled = sink.flush(&FlushScope::All).await.unwrap();
+            let ids: Vec<u64> = batches.iter().flatten().map(|r| r.id).collect();
+            let expected: Vec<Settlement> = ids.iter().map(|&id| Settlement { id, outcome: Outcome::Accept }).collect();
+            assert_eq!(settled, expected, "{name} settles every held record once flushed");
+            sink.stop().await.unwrap();
+            let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {e}: {l}")))
+                .collect();
+            assert_eq!(lines.len(), ids.len(), "{name}");
+            written.push((name, lines));
         }
-        let settled = sink.flush(&FlushScope::All).await.unwrap();
-        let ids: Vec<u64> = batches.iter().flatten().map(|r| r.id).collect();
-        let expected: Vec<Settlement> = ids.iter().map(|&id| Settlement { id, outcome: Outcome::Accept }).collect();
-        assert_eq!(settled, expected, "{name} settles every held record once flushed");
-        sink.stop().await.unwrap();
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {e}: {l}")))
-            .collect();
-        assert_eq!(lines.len(), ids.len(), "{name}");
-        written.push((name, lines));
-    }
-    let (_, rust) = &written[0];
-    assert_eq!(
-        rust[30]["value"],
-        serde_json::json!([255, 0, 65]),
-        "bytes that are not UTF-8 are a list of byte values"
-    );
-    assert_eq!(rust[30]["headers"], serde_json::json!({"h": "2", "n": null}));
-    for (name, lines) in &written[1..] {
-        for (i, (theirs, ours)) in lines.iter().zip(rust).enumerate() {
-            assert_eq!(theirs, ours, "{name}, line {i}");
+        let (_, rust) = &written[0];
+        assert_eq!(
+            rust[30]["value"],
+            serde_json::json!([255, 0, 65]),
+            "bytes that are not UTF-8 are a list of byte values"
+        );
+        if fields.contains("headers") {
+            assert_eq!(rust[30]["headers"], serde_json::json!({"h": "2", "n": null}));
+        }
+        for (name, lines) in &written[1..] {
+            for (i, (theirs, ours)) in lines.iter().zip(rust).enumerate() {
+                // file-sink writes every field: the ones asked for, of it.
+                let ours: serde_json::Map<_, _> = fields.split(',').map(|f| (f.to_string(), ours[f].clone())).collect();
+                assert_eq!(theirs, &serde_json::Value::Object(ours), "{name}, fields {fields}, line {i}");
+            }
         }
     }
 }

@@ -456,7 +456,11 @@ async fn a_20_second_target_outage_loses_nothing_and_costs_at_most_one_delivery(
 /// is written exactly once, in a share group (flush interval of ten minutes:
 /// it flushes at the broker's cap) and in a classic group (which has no cap:
 /// a one-second flush interval), although the test broker sends held
-/// records again on every fetch.
+/// records again on every fetch. The classic connector has one task: a
+/// second member joining late is a rebalance, a fault this test does not
+/// mean to inject (in a loaded run the librdkafka mock answered every commit
+/// of the revoking member REBALANCE_IN_PROGRESS until the group settled, so
+/// the 1000 records written before came again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_holding_sink_writes_each_record_once_in_share_and_classic_groups() {
     let broker = Broker::start_or_env();
@@ -465,10 +469,10 @@ async fn a_holding_sink_writes_each_record_once_in_share_and_classic_groups() {
     let topic = unique("hold");
     herder.create("held-share".into(), file_sink_config("held-share", &topic, dir.path(), 2, &[]), None).await.unwrap();
     let classic = [("consumer.override.group.protocol", "classic"), ("flush.interval.ms", "1000")];
-    let config = file_sink_config("held-classic", &topic, dir.path(), 2, &classic);
+    let config = file_sink_config("held-classic", &topic, dir.path(), 1, &classic);
     herder.create("held-classic".into(), config, None).await.unwrap();
     wait_running(&herder, "held-share", 2).await;
-    wait_running(&herder, "held-classic", 2).await;
+    wait_running(&herder, "held-classic", 1).await;
 
     let mut keys = Vec::new();
     for _ in 0..4 {

@@ -89,6 +89,13 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual((first.id, first.topic, first.key, first.value), (7, "a", None, b"v0"))
         self.assertEqual((second.offset, second.delivery_count, second.timestamp), (2**40, 4, 1_700_000_000_000))
 
+    def test_views_are_the_entries_without_a_copy(self):
+        batch = pack(RECORDS)
+        views = spillway.views(batch.values)
+        self.assertEqual([bytes(v) for v in views], [b"v0", b"", b""], "a null entry is an empty view")
+        self.assertIs(views[0].obj, batch.values.data, "a view into the batch, not a copy")
+        self.assertEqual(b"<%b>" % views[0], b"<v0>")
+
     def test_an_empty_batch(self):
         records = spillway.Records(pack([]))
         self.assertEqual((len(records), records.values(), records.headers(), list(records)), (0, [], [], []))

@@ -56,6 +56,7 @@ __all__ = [
     "scope_ids",
     "settle",
     "strings",
+    "views",
 ]
 
 #: Written durably: the host acknowledges the record.
@@ -90,6 +91,14 @@ def strings(column: ByteStrings) -> List[Optional[bytes]]:
     if 0 in column.present:
         entries = [e if p else None for e, p in zip(entries, column.present)]
     return entries
+
+
+def views(column: ByteStrings) -> List[memoryview]:
+    """Each entry of a byte-strings column as a memoryview into the batch,
+    without a copy (null entries are empty). `%b` formatting, `bytes.join`
+    and file writes take them as they take `bytes`."""
+    ends = memoryview(column.offsets).cast("I")
+    return list(map(memoryview(column.data).__getitem__, map(slice, ends[:-1], ends[1:])))
 
 
 class Records:
