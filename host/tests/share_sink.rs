@@ -556,7 +556,11 @@ async fn a_connector_waits_for_a_topic_that_does_not_exist_yet() {
     let dir = tempfile::tempdir().unwrap();
     let herder = start_herder(&broker, dir.path()).await;
     let topic = unique("later");
-    let classic = [("consumer.override.group.protocol", "classic")];
+    // A short session: in slow runs the mock's rebalances came about 44 s
+    // apart, librdkafka's default session timeout (45 s), and one run found
+    // no partition on task 1 in 90 s. With 10 s, six runs took 14 s each,
+    // where two of nine took 24 and 58 s before.
+    let classic = [("consumer.override.group.protocol", "classic"), ("consumer.override.session.timeout.ms", "10000")];
     herder.create("later".into(), connector_config("later", &topic, dir.path(), 2, &classic), None).await.unwrap();
     wait_running(&herder, "later", 2).await;
     tokio::time::sleep(Duration::from_secs(3)).await;

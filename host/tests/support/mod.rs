@@ -177,7 +177,8 @@ pub async fn probe_until_every_task_holds_partitions(
     written_by: impl Fn(u32) -> Vec<String>,
 ) -> std::collections::BTreeSet<String> {
     let mut probes = std::collections::BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // Patient: each rebalance of the mock's may wait out a session timeout.
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let waiting: Vec<u32> =
             (0..tasks).filter(|task| !written_by(*task).iter().any(|k| probes.contains(k))).collect();
