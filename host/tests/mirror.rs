@@ -169,6 +169,21 @@ async fn task_states(worker: &Worker, name: &str) -> Value {
     reqwest::get(format!("{}/connectors/{name}/status", worker.url)).await.unwrap().json().await.unwrap()
 }
 
+/// Waits until a task of connector `name` is FAILED and answers its trace;
+/// panics with `never` (and the status) after PATIENCE.
+async fn failed_task_trace(worker: &Worker, name: &str, never: &str) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = task_states(worker, name).await;
+        let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
+        if let Some(failed) = tasks.iter().find(|t| t["state"] == "FAILED") {
+            return failed["trace"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(Instant::now() < deadline, "{never}: {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Exactly-once across a SIGKILL in the middle of a transaction: the
 /// target ends with each record once, in the source's order per partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -291,16 +306,7 @@ async fn a_duplicated_task_is_fenced_and_never_writes_twice() {
     for (partition, keys) in produce_keyed(&source.bootstrap, &topic, &topic, 600..1200).await {
         expected.entry(partition).or_default().extend(keys);
     }
-    let deadline = Instant::now() + PATIENCE;
-    let trace = loop {
-        let status = task_states(&first, "fence").await;
-        let task = &status["tasks"][0];
-        if task["state"] == "FAILED" {
-            break task["trace"].as_str().unwrap_or_default().to_string();
-        }
-        assert!(Instant::now() < deadline, "the stale task was never fenced: {status}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let trace = failed_task_trace(&first, "fence", "the stale task was never fenced").await;
     assert!(trace.contains("fenced"), "the stale task's trace does not say it was fenced: {trace}");
     wait_committed(&target.bootstrap, &mirrored, 1200, "after fencing", &dirs.1.path().join("worker.log")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -622,19 +628,10 @@ async fn a_target_behind_tls_and_scram_is_reached_with_the_grants_settings() {
 
     config["plugin.grant.kafka.target.sasl.password"] = json!("not-the-password");
     worker.send(reqwest::Method::PUT, "/connectors/secured/config", config).await;
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = task_states(&worker, "secured").await;
-        let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
-        if let Some(failed) = tasks.iter().find(|t| t["state"] == "FAILED") {
-            let trace = failed["trace"].as_str().unwrap_or_default().to_ascii_lowercase();
-            assert!(trace.contains("authentication") || trace.contains("invalid credentials"), "{trace}");
-            assert!(!trace.contains("not-the-password"), "the password shows: {trace}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "a wrong password never failed the task: {status}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let trace = failed_task_trace(&worker, "secured", "a wrong password never failed the task").await;
+    let trace = trace.to_ascii_lowercase();
+    assert!(trace.contains("authentication") || trace.contains("invalid credentials"), "{trace}");
+    assert!(!trace.contains("not-the-password"), "the password shows: {trace}");
 }
 
 /// The topics the mirror creates in the target take the grant's
@@ -658,18 +655,9 @@ async fn created_topics_take_the_grants_replication_factor() {
     config["plugin.grant.kafka.target.replication.factor"] = json!("3");
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "replicas", "config": config})).await;
     produce_keyed(&source.bootstrap, &topic, &topic, 0..10).await;
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = task_states(&worker, "replicas").await;
-        let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
-        if let Some(failed) = tasks.iter().find(|t| t["state"] == "FAILED") {
-            let trace = failed["trace"].as_str().unwrap_or_default();
-            assert!(trace.contains(&format!("creating {mirrored}")) && trace.contains("replication factor"), "{trace}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "a replication factor of 3 on one broker never failed the task: {status}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let never = "a replication factor of 3 on one broker never failed the task";
+    let trace = failed_task_trace(&worker, "replicas", never).await;
+    assert!(trace.contains(&format!("creating {mirrored}")) && trace.contains("replication factor"), "{trace}");
     config["plugin.grant.kafka.target.replication.factor"] = json!("1");
     worker.send(reqwest::Method::PUT, "/connectors/replicas/config", config).await;
     wait_committed(&target.bootstrap, &mirrored, 10, "with one replica", &dir.path().join("worker.log")).await;
