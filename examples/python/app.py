@@ -174,6 +174,10 @@ _COLUMNS = {
 }
 
 
+# `"name":` of each field.
+_KEYS = {f: encode_basestring(f).encode() + b":" for f in ALL_FIELDS}
+
+
 def _json_lines(records: spillway.Records, fields: List[str]) -> bytes:
     """The batch as JSON lines, made by one `%` over a template of every
     line: each value is copied once, straight into the result, and every
@@ -181,10 +185,6 @@ def _json_lines(records: spillway.Records, fields: List[str]) -> bytes:
     columns = [_COLUMNS[f](records) for f in fields]
     line = b"{" + b",".join(_KEYS[f] + placeholder for f, (_, placeholder) in zip(fields, columns)) + b"}\n"
     return (line * len(records)) % tuple(chain.from_iterable(zip(*(values for values, _ in columns))))
-
-
-# `"name":` of each field.
-_KEYS = {f: encode_basestring(f).encode() + b":" for f in ALL_FIELDS}
 
 
 class _State:
