@@ -123,6 +123,10 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             share.client_id = format!("spillway-{name}");
             share.max_records = config.batch_max_records as i32;
             share.security = config.clients.security(Role::Consumer).map_err(|e| anyhow!("consumer security: {e}"))?;
+            // Where Connect's sink consumers start: the earliest offset,
+            // unless the connector overrides auto.offset.reset.
+            let reset = config.clients.for_role(Role::Consumer).into_iter().find(|(k, _)| k == "auto.offset.reset");
+            share.auto_offset_reset = Some(reset.map_or_else(|| "earliest".to_string(), |(_, v)| v));
             let consumer = ShareConsumer::connect(share).await.context("joining the share group")?;
             let limit = consumer.delivery_limit();
             tracing::info!(task = name, limit = limit.limit, source = limit.source, "share delivery count limit");

@@ -1,10 +1,14 @@
-//! The share group's delivery count limit, read from the broker, so that the
-//! task's handling of a record's last delivery follows the broker's rule
-//! instead of a copy the user must keep in step.
+//! The share group's configs that the host reads or sets on the broker: the
+//! delivery count limit, read so that the task's handling of a record's last
+//! delivery follows the broker's rule instead of a copy the user must keep
+//! in step, and where a new group starts reading.
 
 use super::cluster::Cluster;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::messages::{
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 
 /// Kafka's default `group.share.delivery.count.limit`.
@@ -52,6 +56,80 @@ pub(crate) async fn delivery_limit(cluster: &Cluster, group: &str) -> DeliveryLi
         Ok(reply) => from_reply(&reply).unwrap_or_else(|| default("neither the group nor the broker names one".into())),
         Err(e) => default(format!("DescribeConfigs failed: {e}")),
     }
+}
+
+const RESET_KEY: &str = "share.auto.offset.reset";
+/// DescribeConfigs' `config_source` of a config set on the group itself.
+const SOURCE_GROUP_CONFIG: i8 = 8;
+/// IncrementalAlterConfigs' SET operation.
+const OPERATION_SET: i8 = 0;
+
+/// Makes a new share group start at `reset` (`earliest`, `latest` or
+/// `by_duration:<ISO-8601>`), as a Kafka Connect sink task's consumer does
+/// with `auto.offset.reset` (earliest unless overridden): a share group's own
+/// default, latest, would skip every record written before the group first
+/// fetched each partition. Applied as the group's `share.auto.offset.reset`
+/// before the join, and only where the group has no such config of its own
+/// (an operator's setting stands). Answers what was done, for the log; a
+/// broker that refuses (no group configs, no ALTER_CONFIGS right) leaves the
+/// broker's default in force, and says so.
+pub(crate) async fn start_position(cluster: &Cluster, group: &str, reset: &str) -> String {
+    let (Some(describe), Some(alter)) = (
+        cluster.versions.served::<DescribeConfigsRequest>(),
+        cluster.versions.served::<IncrementalAlterConfigsRequest>(),
+    ) else {
+        return "left to the broker: it serves no group configs".into();
+    };
+    let Some(node) = cluster.any_broker() else {
+        return "left to the broker: no broker known".into();
+    };
+    let conn = match cluster.broker(node).await {
+        Ok(conn) => conn,
+        Err(e) => return format!("left to the broker: {e}"),
+    };
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_GROUP)
+            .with_resource_name(StrBytes::from_string(group.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str(RESET_KEY)])),
+    ]);
+    match conn.send(&request, describe, cluster.timeout).await {
+        Ok(reply) => {
+            if let Some(own) = group_config(&reply, RESET_KEY) {
+                return format!("the group's own {RESET_KEY}={own}");
+            }
+        }
+        Err(e) => return format!("left to the broker: DescribeConfigs failed: {e}"),
+    }
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(RESOURCE_GROUP)
+            .with_resource_name(StrBytes::from_string(group.to_string()))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(RESET_KEY))
+                    .with_config_operation(OPERATION_SET)
+                    .with_value(Some(StrBytes::from_string(reset.to_string()))),
+            ]),
+    ]);
+    let reply: Result<IncrementalAlterConfigsResponse, _> = conn.send(&request, alter, cluster.timeout).await;
+    match reply.map(|r| r.responses.into_iter().next()) {
+        Ok(Some(result)) if result.error_code == 0 => format!("{RESET_KEY}={reset}, set on the group"),
+        Ok(Some(result)) => format!(
+            "left to the broker: setting {RESET_KEY}={reset} on the group failed with error {}{}",
+            result.error_code,
+            result.error_message.map(|m| format!(" ({})", m.as_str())).unwrap_or_default()
+        ),
+        Ok(None) => "left to the broker: IncrementalAlterConfigs answered nothing".into(),
+        Err(e) => format!("left to the broker: IncrementalAlterConfigs failed: {e}"),
+    }
+}
+
+/// The value of `key` where the group itself sets it (not a default).
+fn group_config(reply: &DescribeConfigsResponse, key: &str) -> Option<String> {
+    let result = reply.results.iter().find(|r| r.resource_type == RESOURCE_GROUP && r.error_code == 0)?;
+    let config = result.configs.iter().find(|c| c.name.as_str() == key && c.config_source == SOURCE_GROUP_CONFIG)?;
+    Some(config.value.as_ref()?.as_str().to_string())
 }
 
 fn from_reply(reply: &DescribeConfigsResponse) -> Option<DeliveryLimit> {

@@ -3,7 +3,7 @@
 
 use super::acks::{AckRange, AckTracker, Acquisition, GAP};
 use super::cluster::Cluster;
-use super::configs::{DeliveryLimit, delivery_limit};
+use super::configs::{DeliveryLimit, delivery_limit, start_position};
 use super::connection::Connection;
 use super::error::{AckFailure, ShareError};
 use super::fetch::decode_partition;
@@ -97,6 +97,10 @@ impl ShareConsumer {
             tracing::warn!(pattern = ?config.topics_regex, "no topic matches topics_regex yet; waiting for one");
         }
         let delivery_limit = delivery_limit(&cluster, &config.group_id).await;
+        if let Some(reset) = &config.auto_offset_reset {
+            let position = start_position(&cluster, &config.group_id, reset).await;
+            tracing::info!(group = %config.group_id, "a new share group starts at: {position}");
+        }
         let membership = Membership::join(cluster.clone(), &config.group_id, subscription.clone(), topics).await?;
         tracing::info!(
             group = %config.group_id,

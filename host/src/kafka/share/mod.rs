@@ -64,6 +64,10 @@ pub struct ShareConsumerConfig {
     pub request_timeout: Duration,
     /// TLS and SASL, from the consumer's client settings.
     pub security: ClientSecurity,
+    /// Where a new group starts (`earliest`, `latest`, `by_duration:..`),
+    /// set as the group's `share.auto.offset.reset` unless the group has its
+    /// own; `None` leaves it to the broker (latest by default).
+    pub auto_offset_reset: Option<String>,
 }
 
 impl ShareConsumerConfig {
@@ -80,6 +84,7 @@ impl ShareConsumerConfig {
             max_records: 500,
             request_timeout: Duration::from_secs(30),
             security: ClientSecurity::default(),
+            auto_offset_reset: None,
         }
     }
 }
