@@ -6,6 +6,7 @@ pub mod clients;
 pub mod embedded;
 pub mod group_member;
 pub mod groups;
+pub mod positions;
 pub mod producer;
 pub mod security;
 pub mod share;

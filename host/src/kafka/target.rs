@@ -5,9 +5,10 @@
 //! Under exactly-once (KIP-98), one transaction at a time is open per task:
 //! the first send begins it, and the task commits it together with the
 //! source offsets of the records the plugin accepted. Those offsets are
-//! committed in the *target* cluster's group coordinator, under the
-//! connector's group id, so that output and position commit or abort as
-//! one; on assignment the source consumer is positioned from them. A
+//! written into the *target* cluster, as records of the connector's
+//! positions topic inside the same transaction (`positions.rs`), so that
+//! output and position commit or abort as one; on assignment the source
+//! consumer is positioned from them. A
 //! failed send dooms the open transaction: nothing more is sent until the
 //! task aborts it and rewinds to the last commit. A commit or abort that
 //! times out (the target is unreachable) is resumed by the next call, as
@@ -17,6 +18,7 @@
 //! transactional id, which aborts what the old one left open; the task
 //! then resumes from the offsets committed in the target.
 
+use super::positions;
 use super::producer::future_record;
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::ClientContext;
@@ -55,7 +57,7 @@ pub enum SendError {
 /// Source positions: the next offset to read per partition.
 pub type Offsets = Vec<((String, i32), i64)>;
 
-/// Per partition, the offset committed in the target, if any.
+/// Per partition, the position committed in the target, if any.
 pub type CommittedOffsets = Vec<((String, i32), Option<i64>)>;
 
 /// What the task's transaction commit came to.
@@ -128,12 +130,14 @@ pub struct TargetCluster {
     producer: RwLock<Arc<TargetProducer>>,
     /// How to make the producer again.
     producer_config: ClientConfig,
-    /// Reads and commits group offsets in the target; never joins a group.
-    groups: BaseConsumer,
+    /// The grant's client settings, for the positions topic's readers.
+    settings: Vec<(String, String)>,
     /// Partition counts without creating topics by asking.
     admin: AdminClient<DefaultClientContext>,
-    /// The connector's group id: where exactly-once offsets are committed.
+    /// The connector's group id: whose positions these are.
     group: String,
+    /// Where exactly-once positions are kept in the target.
+    positions_topic: String,
     transactional: Option<Mutex<Txn>>,
     timeout: Duration,
 }
@@ -141,11 +145,15 @@ pub struct TargetCluster {
 impl TargetCluster {
     /// Connects; with a `transactional_id`, also initializes transactions,
     /// which fences any older producer with the same id (an earlier
-    /// instance of the same task).
+    /// instance of the same task), and makes sure the positions topic
+    /// exists (compacted, `replication_factor` copies, -1: the cluster's
+    /// default).
     pub fn connect(
         settings: &[(String, String)],
         group: &str,
         transactional_id: Option<&str>,
+        positions_topic: &str,
+        replication_factor: i32,
         timeout: Duration,
     ) -> Result<Self> {
         let ms = timeout.as_millis().to_string();
@@ -173,9 +181,6 @@ impl TargetCluster {
         let errors = LastError::default();
         let producer: TargetProducer =
             producer_config.create_with_context(errors.clone()).context("creating the target producer")?;
-        let groups: BaseConsumer = client(&[("group.id", group), ("enable.auto.commit", "false")])
-            .create()
-            .context("creating the target's group client")?;
         let admin: AdminClient<DefaultClientContext> =
             client(&[("allow.auto.create.topics", "false")]).create().context("creating the target's admin client")?;
         // Each client learns the cluster now and drops its bootstrap
@@ -184,7 +189,6 @@ impl TargetCluster {
             .client()
             .fetch_metadata(None, timeout)
             .map_err(|e| anyhow!("reading the target's metadata: {e}{}", errors.suffix()))?;
-        groups.fetch_metadata(None, timeout).context("reading the target's metadata")?;
         admin.inner().fetch_metadata(None, timeout).context("reading the target's metadata")?;
         let transactional = match transactional_id {
             Some(id) => {
@@ -193,15 +197,28 @@ impl TargetCluster {
             }
             None => None,
         };
-        Ok(TargetCluster {
+        let target = TargetCluster {
             producer: RwLock::new(Arc::new(producer)),
             producer_config,
-            groups,
+            settings: settings.to_vec(),
             admin,
             group: group.to_string(),
+            positions_topic: positions_topic.to_string(),
             transactional,
             timeout,
-        })
+        };
+        if target.transactional.is_some() && target.has_controller() {
+            // Where the cluster has no admin requests (librdkafka's mock),
+            // the topic is made on first use.
+            futures::executor::block_on(target.create_topic(
+                positions_topic,
+                1,
+                replication_factor,
+                &positions::topic_configs(),
+            ))
+            .map_err(|e| anyhow!("creating the positions topic {positions_topic}: {e:?}"))?;
+        }
+        Ok(target)
     }
 
     pub fn is_transactional(&self) -> bool {
@@ -361,10 +378,14 @@ impl TargetCluster {
     fn commit(&self, txn: &mut Txn, offsets: Offsets, mut offsets_sent: bool) -> Result<TxnOutcome> {
         let producer = self.producer();
         let mut step = || -> Result<(), KafkaError> {
-            if !offsets_sent && !offsets.is_empty() {
-                let list = offset_list(&offsets)?;
-                let metadata = self.groups.group_metadata().ok_or(KafkaError::Canceled)?;
-                producer.send_offsets_to_transaction(&list, &metadata, self.timeout)?;
+            if !offsets_sent {
+                // Queued into the open transaction; committing it flushes
+                // them, and fails if one cannot be delivered.
+                for ((topic, partition), offset) in &offsets {
+                    let (key, value) = positions::record(&self.group, topic, *partition, *offset);
+                    let record = FutureRecord::to(&self.positions_topic).key(&key).payload(&value);
+                    producer.send_result(record).map_err(|(e, _)| e)?;
+                }
             }
             offsets_sent = true;
             producer.commit_transaction(self.timeout)
@@ -435,38 +456,24 @@ impl TargetCluster {
         }
     }
 
-    /// The connector group's committed offsets in the target for
-    /// `partitions`: where exactly-once consumption resumes. Blocking.
+    /// The positions committed in the target for `partitions`: where
+    /// exactly-once consumption resumes. Blocking.
     pub fn committed(&self, partitions: &[(String, i32)]) -> Result<CommittedOffsets> {
-        let mut list = TopicPartitionList::new();
-        for (topic, partition) in partitions {
-            list.add_partition(topic, *partition);
-        }
         // Read right after the target came back (a replaced producer), the
         // first tries may time out: retried for a few timeouts, since the
         // task cannot go on without them.
         let deadline = std::time::Instant::now() + self.timeout * COMMITTED_READ_TRIES;
-        let committed = loop {
-            match self.groups.committed_offsets(list.clone(), self.timeout) {
-                Ok(committed) => break committed,
+        let positions = loop {
+            match positions::read(&self.settings, &self.positions_topic, &self.group, self.timeout) {
+                Ok(positions) => break positions,
                 Err(e) if std::time::Instant::now() < deadline => {
-                    tracing::warn!(error = %e, "reading offsets from the target failed; trying again");
+                    tracing::warn!(error = ?e, "reading positions from the target failed; trying again");
                     std::thread::sleep(Duration::from_millis(500));
                 }
-                Err(e) => return Err(e).context("reading offsets from the target"),
+                Err(e) => bail!("reading positions from the target's {}: {e:?}", self.positions_topic),
             }
         };
-        Ok(committed
-            .elements()
-            .iter()
-            .map(|e| {
-                let offset = match e.offset() {
-                    Offset::Offset(o) => Some(o),
-                    _ => None,
-                };
-                ((e.topic().to_string(), e.partition()), offset)
-            })
-            .collect())
+        Ok(partitions.iter().map(|tp| (tp.clone(), positions.get(tp).copied())).collect())
     }
 
     /// The partition count of `topic`; `None` when it does not exist.

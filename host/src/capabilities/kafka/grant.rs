@@ -146,6 +146,11 @@ impl KafkaGrant {
     }
 
     /// The offset-syncs topic for `connector`.
+    /// Where exactly-once positions are kept in the target (`positions.rs`).
+    pub fn positions_topic(&self, connector: &str) -> String {
+        format!("spillway-offsets.{connector}.internal")
+    }
+
     pub fn offset_syncs_topic(&self, connector: &str) -> String {
         match self.offset_syncs_topic.as_str() {
             "" => format!("spillway-offset-syncs.{connector}.internal"),

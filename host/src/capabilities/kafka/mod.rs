@@ -146,8 +146,9 @@ impl KafkaCtx {
         let transactional_id = grant.exactly_once.then(|| scope.transactional_id());
         let timeout = grant.policy.timeout;
         let group = scope.offsets_group.clone();
+        let (positions, replication) = (grant.positions_topic(&scope.connector), grant.replication_factor);
         let target = tokio::task::spawn_blocking(move || {
-            TargetCluster::connect(&settings, &group, transactional_id.as_deref(), timeout)
+            TargetCluster::connect(&settings, &group, transactional_id.as_deref(), &positions, replication, timeout)
         })
         .await
         .map_err(|e| Error::retriable(format!("opening the kafka grant '{name}': {e}")))?
