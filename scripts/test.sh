@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds the plugins and runs every test. Integration tests start their own
-# Kafka-protocol broker (librdkafka's mock, through confluent-kafka) unless
-# SPILLWAY_TEST_BOOTSTRAP names one, for example a real Apache Kafka 4.2+.
+# Builds the plugins and runs every test. The tests whose subject is Kafka's
+# behaviour run on Apache Kafka itself (scripts/kafka.sh: fetched from Maven
+# Central, one cluster shared by every test binary, a second one as the
+# mirror's target), unless SPILLWAY_TEST_BOOTSTRAP names a cluster already;
+# the tests that need what only librdkafka's mock can do start a mock of
+# their own (README lists which run where).
 #
 # The servers and tools the tests use are installed where missing, in the
 # background while the host compiles: installing waits on the network, and
@@ -29,6 +32,8 @@ install_test_services() {
   # (PyPI; correct transactions, which librdkafka's mock lacks) unless
   # SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
   have noida-db 0.2.3 || python3 -m pip install -q 'noida-db==0.2.3'
+  # Apache Kafka's jars, through Maven, into a cache outside the work tree.
+  [ -n "${SPILLWAY_TEST_BOOTSTRAP:-}" ] || scripts/kafka.sh fetch
   # The REST API's fuzz test runs schemathesis against the OpenAPI document.
   python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
   # The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
@@ -67,4 +72,21 @@ scripts/test-sdks.sh
 export SPILLWAY_NOIDA_DB="${SPILLWAY_NOIDA_DB:-$(python3 -c "from importlib.resources import files; print(files('noida_db').joinpath('noida-db'))")}"
 chmod +x "$SPILLWAY_NOIDA_DB"
 export SPILLWAY_SCHEMATHESIS="${SPILLWAY_SCHEMATHESIS:-$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/schemathesis}"
+# One Apache Kafka for every test binary (unique topics and groups per test),
+# with a SCRAM user on a SASL_SSL listener and a TLS listener for the security
+# tests, and a second cluster as the mirror's exactly-once target.
+if [ -z "${SPILLWAY_TEST_BOOTSTRAP:-}" ]; then
+  trap 'scripts/kafka.sh stop --dir target/kafka; scripts/kafka.sh stop --dir target/kafka-target' EXIT
+  SPILLWAY_TEST_BOOTSTRAP=$(scripts/kafka.sh start --dir target/kafka --scram spillway:spillway-test-secret --tls | tail -1)
+  export SPILLWAY_TEST_BOOTSTRAP SPILLWAY_TEST_KAFKA_ENV="$PWD/target/kafka/cluster.env"
+  # shellcheck disable=SC1091
+  SPILLWAY_TEST_BROKER_NAME="Apache Kafka $(. target/kafka/cluster.env; echo "$KAFKA_VERSION") (scripts/kafka.sh)"
+  export SPILLWAY_TEST_BROKER_NAME
+  export SPILLWAY_TEST_TXN_SOURCE="${SPILLWAY_TEST_TXN_SOURCE:-$SPILLWAY_TEST_BOOTSTRAP}"
+  if [ -z "${SPILLWAY_TEST_TXN_TARGET:-}" ]; then
+    SPILLWAY_TEST_TXN_TARGET=$(scripts/kafka.sh start --dir target/kafka-target | tail -1)
+    export SPILLWAY_TEST_TXN_TARGET
+  fi
+fi
+echo "tests run on: ${SPILLWAY_TEST_BOOTSTRAP} (mirror target ${SPILLWAY_TEST_TXN_TARGET:-noida-db})"
 cargo test --release "${PACKAGES[@]}"

@@ -13,15 +13,17 @@
 //!
 //! Uses `SPILLWAY_TEST_BOOTSTRAP` or starts the librdkafka mock.
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use scale::Scaled;
 use spillway::herder::{ConfigTopic, GroupConfig, Herder, State, StatusTopic};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const RECORDS: usize = 30_000;
+static RECORDS: Scaled = Scaled::new(30_000, 3000);
 const TASKS: u32 = 3;
 
 #[tokio::main]
@@ -67,8 +69,8 @@ async fn run(broker: &support::Broker, workers: usize) -> f64 {
     herders[0].create("spread".into(), connector_config(&topic, data.path()), None).await.unwrap();
     wait_spread(&herders, workers).await;
     let started = Instant::now();
-    let mut keys = Vec::with_capacity(RECORDS);
-    while keys.len() < RECORDS {
+    let mut keys = Vec::with_capacity(RECORDS.get());
+    while keys.len() < RECORDS.get() {
         keys.extend(support::produce(&broker.bootstrap, &topic, 1000).await);
     }
     let expected: BTreeSet<String> = keys.into_iter().collect();
@@ -81,7 +83,7 @@ async fn run(broker: &support::Broker, workers: usize) -> f64 {
         assert!(Instant::now() < deadline, "not every record was written");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rate = RECORDS as f64 / started.elapsed().as_secs_f64();
+    let rate = RECORDS.get() as f64 / started.elapsed().as_secs_f64();
     for herder in &herders {
         herder.shutdown().await.unwrap();
     }

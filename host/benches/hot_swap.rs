@@ -12,16 +12,18 @@
 //!
 //! Uses `SPILLWAY_TEST_BOOTSTRAP` or starts the librdkafka mock.
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use scale::Scaled;
 use spillway::herder::{Herder, State, SwapOutcome};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const SWAPS: usize = 6;
-const RESTARTS: usize = 3;
+static SWAPS: Scaled = Scaled::new(6, 2);
+static RESTARTS: Scaled = Scaled::new(3, 1);
 
 #[tokio::main]
 async fn main() {
@@ -48,14 +50,14 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let mut pauses = Vec::new();
-    for i in 0..SWAPS {
+    for i in 0..SWAPS.get() {
         let version = if i % 2 == 0 { "=0.2.0" } else { "=0.1.0" };
         herder.patch_config("swap".into(), one("connector.plugin.version", version)).await.unwrap();
         pauses.extend(swap_pauses(&herder).await);
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let mut restarts = Vec::new();
-    for i in 0..RESTARTS {
+    for i in 0..RESTARTS.get() {
         // A key the plugin reads: the tasks restart.
         let started = Instant::now();
         herder.patch_config("swap".into(), one("delay.ms", &i.to_string())).await.unwrap();

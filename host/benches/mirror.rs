@@ -7,7 +7,7 @@
 //!
 //! Runs between two noida-db Kafka brokers it starts (or
 //! `SPILLWAY_TEST_TXN_SOURCE` / `_TARGET`). Each round mirrors a fresh
-//! topic of RECORDS records of about 100 bytes in 3 partitions, with one
+//! topic of RECORDS.get() records of about 100 bytes in 3 partitions, with one
 //! task (one consumer); the clock runs from the start of consumption until
 //! a `read_committed` reader of the target has every record. The baseline
 //! is what a Rust program would write by hand: a `StreamConsumer` and a
@@ -15,6 +15,7 @@
 //! its offset is committed; with transactions, one transaction per second
 //! with `send_offsets_to_transaction`, as the host commits.
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -23,14 +24,15 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use scale::Scaled;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::noida::Noida;
+use support::cluster::Cluster;
 use support::unique;
 use support::worker::Worker;
 
-const RECORDS: usize = 50_000;
-const ROUNDS: usize = 3;
+static RECORDS: Scaled = Scaled::new(50_000, 5000);
+static ROUNDS: Scaled = Scaled::new(3, 1);
 
 fn main() {
     let executor = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -38,13 +40,13 @@ fn main() {
 }
 
 async fn bench() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
     let dir = tempfile::tempdir().unwrap();
     let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker.log").await;
     for exactly_once in [false, true] {
         let (mut through, mut plain) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
+        for _ in 0..ROUNDS.get() {
             let topic = unique("bench");
             source.create_topic(&topic, 3).await;
             produce(&source.bootstrap, &topic).await;
@@ -67,7 +69,7 @@ async fn bench() {
 async fn produce(bootstrap: &str, topic: &str) {
     let producer: FutureProducer =
         ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "20").create().unwrap();
-    let sends = (0..RECORDS).map(|i| {
+    let sends = (0..RECORDS.get()).map(|i| {
         let producer = producer.clone();
         async move {
             let key = format!("key-{i}");
@@ -110,7 +112,7 @@ async fn wait_for_all(target: &str, topic: &str, started: Instant) -> Duration {
     }
     consumer.assign(&list).unwrap();
     let mut seen = 0;
-    while seen < RECORDS {
+    while seen < RECORDS.get() {
         match tokio::time::timeout_at(deadline.into(), consumer.recv()).await {
             Ok(Ok(_)) => seen += 1,
             Ok(Err(e)) => panic!("reading {topic}: {e}"),
@@ -180,7 +182,7 @@ async fn run_plain(source: &str, topic: &str, target: &str, exactly_once: bool) 
     let mut positions = std::collections::BTreeMap::new();
     let mut last_commit = Instant::now();
     let mut copied = 0;
-    while copied < RECORDS {
+    while copied < RECORDS.get() {
         let message = consumer.recv().await.unwrap();
         let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&out).partition(message.partition());
         if let Some(key) = message.key() {
@@ -192,7 +194,7 @@ async fn run_plain(source: &str, topic: &str, target: &str, exactly_once: bool) 
         pending.push(producer.send_result(record).map_err(|(e, _)| e).unwrap());
         positions.insert(message.partition(), message.offset() + 1);
         copied += 1;
-        if pending.len() >= 500 || copied == RECORDS || last_commit.elapsed() >= Duration::from_secs(1) {
+        if pending.len() >= 500 || copied == RECORDS.get() || last_commit.elapsed() >= Duration::from_secs(1) {
             // Every send is delivered before its offset is committed.
             for delivery in futures::future::join_all(pending.drain(..)).await {
                 delivery.unwrap().map_err(|(e, _)| e).unwrap();
@@ -201,10 +203,10 @@ async fn run_plain(source: &str, topic: &str, target: &str, exactly_once: bool) 
             for (p, o) in &positions {
                 offsets.add_partition_offset(topic, *p, Offset::Offset(*o)).unwrap();
             }
-            if exactly_once && (last_commit.elapsed() >= Duration::from_secs(1) || copied == RECORDS) {
+            if exactly_once && (last_commit.elapsed() >= Duration::from_secs(1) || copied == RECORDS.get()) {
                 producer.send_offsets_to_transaction(&offsets, &group_metadata, Duration::from_secs(30)).unwrap();
                 producer.commit_transaction(Duration::from_secs(30)).unwrap();
-                if copied < RECORDS {
+                if copied < RECORDS.get() {
                     producer.begin_transaction().unwrap();
                 }
                 last_commit = Instant::now();
@@ -227,5 +229,5 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn rate(d: Duration) -> f64 {
-    RECORDS as f64 / d.as_secs_f64()
+    RECORDS.get() as f64 / d.as_secs_f64()
 }

@@ -7,9 +7,11 @@
 //! each round, because the wasm side must copy it into guest memory: the ratio
 //! is the runtime's cost over the unavoidable copy.
 
+use scale::Scaled;
 use spillway::capabilities::Grants;
 #[path = "support/batch.rs"]
 mod batch;
+mod scale;
 
 use spillway::runtime::batch::SinkRecord;
 use spillway::runtime::{Limits, Runtime};
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 const BATCH: usize = 500;
 const VALUE_BYTES: usize = 1024;
-const ROUNDS: usize = 4000;
+static ROUNDS: Scaled = Scaled::new(4000, 200);
 
 fn main() {
     // One thread, as a task runs its calls: the cost of the async calls
@@ -47,24 +49,24 @@ async fn bench() {
     }
 
     let start = Instant::now();
-    for _ in 0..ROUNDS {
+    for _ in 0..ROUNDS.get() {
         black_box(instance.put(black_box(&host_batch)).await.unwrap());
     }
     let wasm_time = start.elapsed();
     let native_time = timed(|| {
-        for _ in 0..ROUNDS {
+        for _ in 0..ROUNDS.get() {
             black_box(native.put(black_box(guest_batch.clone())).unwrap());
         }
     });
 
-    let records = (ROUNDS * BATCH) as f64;
+    let records = (ROUNDS.get() * BATCH) as f64;
     let megabytes = records * VALUE_BYTES as f64 / 1e6;
     let report = |label: &str, t: Duration| {
         println!(
             "{label:<28} {:>10.0} records/s {:>8.0} MB/s  ({:.2} us per batch of {BATCH})",
             records / t.as_secs_f64(),
             megabytes / t.as_secs_f64(),
-            t.as_secs_f64() * 1e6 / ROUNDS as f64
+            t.as_secs_f64() * 1e6 / ROUNDS.get() as f64
         );
     };
     println!("put() of {ROUNDS} batches x {BATCH} records x {VALUE_BYTES} B values, one core");

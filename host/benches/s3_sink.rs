@@ -15,12 +15,14 @@
 //! as they come (no parsing), `json` checks each is JSON, `parquet` builds
 //! columns.
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use scale::Scaled;
 use serde_json::json;
 use spillway::capabilities::Grants;
 use spillway::runtime::batch::{FlushScope, SinkRecord, TimestampType};
@@ -29,10 +31,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::s3_server;
 
-const RECORDS: usize = 20_000;
+static RECORDS: Scaled = Scaled::new(20_000, 5000);
 const BATCH: usize = 500;
 const OBJECT_RECORDS: &str = "5000";
-const ROUNDS: usize = 3;
+static ROUNDS: Scaled = Scaled::new(3, 1);
 
 fn main() {
     let executor = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -45,12 +47,12 @@ async fn bench() {
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
     let plugin = runtime.load_file(&wasm).await.expect("run scripts/build-plugins.sh first");
     let batches: Vec<Vec<SinkRecord>> =
-        (0..RECORDS / BATCH).map(|b| (b * BATCH..(b + 1) * BATCH).map(record).collect()).collect();
+        (0..RECORDS.get() / BATCH).map(|b| (b * BATCH..(b + 1) * BATCH).map(record).collect()).collect();
     let megabytes = batches.iter().flatten().map(|r| r.value.as_ref().unwrap().len()).sum::<usize>() as f64 / 1e6;
 
     for format in ["json", "bytes", "parquet"] {
         let (mut through, mut direct, mut local) = (Vec::new(), Vec::new(), Vec::new());
-        for round in 0..ROUNDS {
+        for round in 0..ROUNDS.get() {
             // Through the plugin into S3.
             let bucket = s3.new_bucket(&format!("bench-{format}"));
             let grant = s3.grant("s3", &bucket, "plugin");
@@ -77,7 +79,7 @@ async fn bench() {
             local.push(run_plugin(&runtime, &plugin, &grant, format, &batches).await);
         }
         let (through, direct, local) = (median(through), median(direct), median(local));
-        let rate = |t: Duration| (megabytes / t.as_secs_f64(), RECORDS as f64 / t.as_secs_f64());
+        let rate = |t: Duration| (megabytes / t.as_secs_f64(), RECORDS.get() as f64 / t.as_secs_f64());
         let (mb, rps) = rate(through);
         let (direct_mb, _) = rate(direct);
         println!("s3_sink {format}: {RECORDS} records of 1 KB, {megabytes:.1} MB of values, medians of {ROUNDS}");

@@ -9,11 +9,13 @@
 //! Uses `SPILLWAY_TEST_BOOTSTRAP` or starts the librdkafka mock
 //! (`tests/support/kafka-mock.py`, needs confluent-kafka).
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use scale::Scaled;
 use spillway::kafka::AckType;
 use spillway::kafka::share::{ShareConsumer, ShareConsumerConfig};
 use spillway::runtime::Runtime;
@@ -24,9 +26,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const RECORDS: usize = 20_000;
+static RECORDS: Scaled = Scaled::new(20_000, 2000);
 /// Each side runs this many times, alternating; the median is reported.
-const ROUNDS: usize = 3;
+static ROUNDS: Scaled = Scaled::new(3, 1);
 const VALUE_BYTES: usize = 1024;
 
 #[tokio::main]
@@ -35,12 +37,13 @@ async fn main() {
     let bootstrap = broker.bootstrap.clone();
     let topic = format!("bench-{}", uuid::Uuid::new_v4().simple());
     let raw_groups: Vec<String> =
-        (0..ROUNDS).map(|i| format!("bench-raw-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
-    let connectors: Vec<String> = (0..ROUNDS).map(|i| format!("bench-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
+        (0..ROUNDS.get()).map(|i| format!("bench-raw-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
+    let connectors: Vec<String> =
+        (0..ROUNDS.get()).map(|i| format!("bench-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
 
     // A share group starts at the latest offset: register every group on the
     // topic before producing, so that all of them then read the same records.
-    eprintln!("registering {} groups", 2 * ROUNDS);
+    eprintln!("registering {} groups", 2 * ROUNDS.get());
     let loop_groups = connectors.iter().map(|c| format!("connect-{c}"));
     for group in raw_groups.iter().cloned().chain(loop_groups) {
         let mut consumer =
@@ -54,7 +57,7 @@ async fn main() {
 
     let (mut raw, mut through_loop, mut memory) = (Vec::new(), Vec::new(), String::new());
     let (mut raw_duplicates, mut loop_duplicates) = (0, 0);
-    for round in 0..ROUNDS {
+    for round in 0..ROUNDS.get() {
         let (elapsed, duplicates) = bounded("raw consumer", raw_consumer(&bootstrap, &raw_groups[round], &topic)).await;
         raw.push(elapsed);
         raw_duplicates += duplicates;
@@ -65,7 +68,7 @@ async fn main() {
         eprintln!("round {round}: raw {:?}, loop {:?}", raw[round], elapsed);
     }
     let (raw, through_loop) = (median(raw), median(through_loop));
-    let rate = |d: Duration| RECORDS as f64 / d.as_secs_f64();
+    let rate = |d: Duration| RECORDS.get() as f64 / d.as_secs_f64();
     println!("raw share consumer (poll, accept)           {:>9.0} unique records/s", rate(raw));
     println!("task loop with the no-op wasm plugin        {:>9.0} unique records/s", rate(through_loop));
     println!("ratio loop/raw: {:.2}", raw.as_secs_f64() / through_loop.as_secs_f64());
@@ -94,7 +97,7 @@ async fn raw_consumer(bootstrap: &str, group: &str, topic: &str) -> (Duration, u
     let mut consumer = ShareConsumer::connect(ShareConsumerConfig::new(bootstrap, group, &[topic])).await.unwrap();
     let started = Instant::now();
     let (mut seen, mut duplicates) = (std::collections::HashSet::new(), 0);
-    while seen.len() < RECORDS {
+    while seen.len() < RECORDS.get() {
         let records = consumer.poll(Duration::from_millis(500)).await.unwrap();
         for r in &records {
             consumer.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).unwrap();
@@ -127,13 +130,13 @@ async fn task_loop(bootstrap: &str, connector: &str, topic: &str) -> (Duration, 
     let stop = CancellationToken::new();
     let started = Instant::now();
     let running = tokio::spawn(task_loop.run(stop.clone()));
-    while (metrics.accepted.load(Relaxed) as usize) < RECORDS {
+    while (metrics.accepted.load(Relaxed) as usize) < RECORDS.get() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = started.elapsed();
     // Anything handed on beyond the records produced was a duplicate.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let duplicates = (metrics.put.load(Relaxed) as usize).saturating_sub(RECORDS);
+    let duplicates = (metrics.put.load(Relaxed) as usize).saturating_sub(RECORDS.get());
     stop.cancel();
     running.await.unwrap();
     (elapsed, duplicates, memory())
@@ -144,7 +147,7 @@ async fn produce(bootstrap: &str, topic: &str) {
         ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "20").create().unwrap();
     let value = vec![b'x'; VALUE_BYTES];
     let mut pending = Vec::new();
-    for i in 0..RECORDS {
+    for i in 0..RECORDS.get() {
         let key = format!("key-{i}");
         pending.push(producer.send_result(FutureRecord::to(topic).key(&key).payload(&value)).unwrap());
         if pending.len() == 10_000 {

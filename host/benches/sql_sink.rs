@@ -13,9 +13,11 @@
 //! record, binds it to its column's type and, for plain inserts, uses the
 //! capability's COPY.
 
+mod scale;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use scale::Scaled;
 use serde_json::json;
 use spillway::capabilities::Grants;
 use spillway::runtime::batch::{FlushScope, Outcome, SinkRecord, TimestampType};
@@ -25,9 +27,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::databases::postgres;
 
-const RECORDS: usize = 30_000;
+static RECORDS: Scaled = Scaled::new(30_000, 3000);
 const BATCH: usize = 500;
-const ROUNDS: usize = 5;
+static ROUNDS: Scaled = Scaled::new(5, 1);
 
 fn main() {
     let executor = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -43,7 +45,7 @@ async fn bench() {
     // Upserts run twice over the same keys: the second pass updates every row.
     for mode in ["insert", "upsert"] {
         let (mut through, mut native) = (Vec::new(), Vec::new());
-        for round in 0..ROUNDS {
+        for round in 0..ROUNDS.get() {
             let (plugin_table, native_table) =
                 (format!("bench_{mode}_plugin_{round}"), format!("bench_{mode}_native_{round}"));
             for table in [&plugin_table, &native_table] {
@@ -58,7 +60,7 @@ async fn bench() {
                 .await
                 .unwrap();
             }
-            let batches: Vec<Vec<SinkRecord>> = (0..RECORDS / BATCH)
+            let batches: Vec<Vec<SinkRecord>> = (0..RECORDS.get() / BATCH)
                 .map(|b| (b * BATCH..(b + 1) * BATCH).map(|i| record(&plugin_table, i)).collect())
                 .collect();
             let passes = if mode == "upsert" { 2 } else { 1 };
@@ -67,11 +69,11 @@ async fn bench() {
             for table in [&plugin_table, &native_table] {
                 let (count,): (i64,) =
                     sqlx::query_as(&format!("SELECT count(*) FROM {table}")).fetch_one(&mut conn).await.unwrap();
-                assert_eq!(count as usize, RECORDS, "{table}");
+                assert_eq!(count as usize, RECORDS.get(), "{table}");
             }
         }
         let (through, native) = (median(through), median(native));
-        let rows = (RECORDS * if mode == "upsert" { 2 } else { 1 }) as f64;
+        let rows = (RECORDS.get() * if mode == "upsert" { 2 } else { 1 }) as f64;
         println!("sql_sink {mode}: {rows} rows of 5 columns into PostgreSQL, batches of {BATCH}, medians of {ROUNDS}");
         println!("  through host and plugin: {:>8.1} ms  {:>9.0} rows/s", ms(through), rows / through.as_secs_f64());
         println!("  native sqlx push_values: {:>8.1} ms  {:>9.0} rows/s", ms(native), rows / native.as_secs_f64());
@@ -124,7 +126,7 @@ async fn run_plugin(
     }
     let settled = sink.flush(&FlushScope::All).await.unwrap();
     accepted += settled.iter().filter(|s| matches!(s.outcome, Outcome::Accept)).count();
-    assert_eq!(accepted, passes * RECORDS, "records not all accepted");
+    assert_eq!(accepted, passes * RECORDS.get(), "records not all accepted");
     let took = started.elapsed();
     sink.stop().await.unwrap();
     took
@@ -134,7 +136,7 @@ async fn run_plugin(
 async fn run_native(conn: &mut PgConnection, table: &str, mode: &str, passes: usize) -> Duration {
     let started = Instant::now();
     for _ in 0..passes {
-        for b in 0..RECORDS / BATCH {
+        for b in 0..RECORDS.get() / BATCH {
             let mut tx = conn.begin().await.unwrap();
             let mut query = QueryBuilder::new(format!("INSERT INTO {table} (id, n, name, amount, ok) "));
             query.push_values(b * BATCH..(b + 1) * BATCH, |mut row, i| {

@@ -19,8 +19,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use spillway::herder::{ConfigMap, ConfigTopic, Herder, HerderError, State, StatusTopic, TargetState};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::cluster::Cluster;
 use support::herder::{plugin_dir, test_runtime, wait_running, worker_config};
-use support::noida::Noida;
 use support::{Broker, unique};
 
 async fn start_worker(bootstrap: &str, dir: &Path, topic: &str) -> anyhow::Result<Herder> {
@@ -149,36 +149,36 @@ async fn connectors_kept_in_the_config_topic_come_back_on_another_worker() {
 /// reader could put back in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_config_topic_is_created_with_one_partition_and_one_of_several_is_refused() {
-    let noida = Noida::start_or_env("SOURCE");
+    let cluster = Cluster::start_or_env("SOURCE");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("spillway-configs");
-    let worker = start_worker(&noida.bootstrap, dir.path(), &topic).await.expect("worker");
+    let worker = start_worker(&cluster.bootstrap, dir.path(), &topic).await.expect("worker");
     // Stopped: its tasks would need share groups, which noida-db lacks.
     worker.create("kept".into(), noop_config("kept"), Some(TargetState::Stopped)).await.unwrap();
     worker.shutdown().await.unwrap();
-    let admin: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &noida.bootstrap).create().unwrap();
+    let admin: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cluster.bootstrap).create().unwrap();
     let metadata = admin.fetch_metadata(Some(&topic), Duration::from_secs(10)).unwrap();
     assert_eq!(metadata.topics()[0].partitions().len(), 1, "created with one partition");
-    let again = start_worker(&noida.bootstrap, tempfile::tempdir().unwrap().path(), &topic).await.expect("again");
+    let again = start_worker(&cluster.bootstrap, tempfile::tempdir().unwrap().path(), &topic).await.expect("again");
     assert_eq!(again.connectors().await.unwrap(), ["kept"]);
     again.shutdown().await.unwrap();
 
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &noida.bootstrap).create().unwrap();
+        ClientConfig::new().set("bootstrap.servers", &cluster.bootstrap).create().unwrap();
     let described =
         admin.describe_configs([&ResourceSpecifier::Topic(&topic)], &AdminOptions::new()).await.unwrap().remove(0);
     let policy = described.unwrap().get("cleanup.policy").and_then(|e| e.value.clone());
     assert_eq!(policy.as_deref(), Some("compact"), "created compacted");
 
     let several = unique("spillway-configs");
-    noida.create_topic(&several, 3).await;
-    let refused = start_worker(&noida.bootstrap, dir.path(), &several).await.err().expect("refused");
+    cluster.create_topic(&several, 3).await;
+    let refused = start_worker(&cluster.bootstrap, dir.path(), &several).await.err().expect("refused");
     let message = format!("{refused:#}");
     assert!(message.contains(&format!("the config topic {several} has 3 partitions")), "{message}");
     // One partition, but records deleted with age.
     let deleting = unique("spillway-configs");
-    noida.create_topic(&deleting, 1).await;
-    let refused = start_worker(&noida.bootstrap, dir.path(), &deleting).await.err().expect("refused");
+    cluster.create_topic(&deleting, 1).await;
+    let refused = start_worker(&cluster.bootstrap, dir.path(), &deleting).await.err().expect("refused");
     let message = format!("{refused:#}");
     assert!(message.contains("cleanup.policy=delete; it must be compacted"), "{message}");
 }

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::cluster::Cluster;
 use support::herder::{plugin_dir, test_runtime, wait_running};
-use support::noida::Noida;
 use support::{assert_each_exactly_once, count_keys, file_sink_keys, produce, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -89,7 +89,7 @@ async fn wait_offsets(herder: &Herder, name: &str, want: &ConnectorOffsets) {
 /// again from its `auto.offset.reset`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_classic_reset_deletes_the_group() {
-    let broker = Noida::start_or_env("SOURCE");
+    let broker = Cluster::start_or_env("SOURCE");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("reset");
     broker.create_topic(&topic, 1).await;

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use support::noida::{Noida, ReadRecord, read_all};
+use support::cluster::{Cluster, ReadRecord, read_all};
 use support::worker::{PATIENCE, Worker};
 use support::{Broker, unique};
 
@@ -188,8 +188,8 @@ async fn failed_task_trace(worker: &Worker, name: &str, never: &str) -> String {
 /// target ends with each record once, in the source's order per partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_once_survives_a_worker_killed_mid_transaction() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("eos");
     source.create_topic(&topic, PARTITIONS).await;
@@ -283,8 +283,8 @@ async fn exactly_once_survives_a_worker_killed_mid_transaction() {
 /// target still holds each record once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_duplicated_task_is_fenced_and_never_writes_twice() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
     let topic = unique("fence");
     source.create_topic(&topic, PARTITIONS).await;
     let mirrored = format!("src.{topic}");
@@ -326,8 +326,6 @@ enum Outage {
 /// The target cluster goes away mid-stream and comes back: the tasks
 /// retry, and the target ends with each record once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "noida-db 0.2.3 loses commits: killed right after acknowledging one (its records already read as \
-            committed), it comes back with that transaction aborted in most runs; the test says so when it happens"]
 async fn a_target_that_goes_down_and_comes_back_loses_nothing() {
     target_outage(Outage::Kill).await;
 }
@@ -341,10 +339,13 @@ async fn a_target_that_stops_answering_and_answers_again_loses_nothing() {
 }
 
 async fn target_outage(outage: Outage) {
-    let source = Noida::start_or_env("SOURCE");
-    let mut target = Noida::start_or_env("TARGET");
-    if !target.is_ours() {
-        println!("skipped: the target cluster is not one this test can stop");
+    let source = Cluster::start_or_env("SOURCE");
+    let mut target = Cluster::private("TARGET");
+    if matches!(outage, Outage::Kill) && target.is_noida() {
+        // Killed right after acknowledging a commit (its records already read
+        // as committed), noida-db 0.2.3 comes back with that transaction
+        // aborted in most runs. Apache Kafka, where test.sh fetched it, runs it.
+        println!("skipped: noida-db 0.2.3 loses commits when killed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -475,7 +476,7 @@ impl MemberLog {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
     let source = Broker::start_or_env();
-    let target = Noida::start_or_env("TARGET");
+    let target = Cluster::start_or_env("TARGET");
     let proxy = FaultProxy::start(&target.bootstrap);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("worker.log");
@@ -587,8 +588,8 @@ async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
 /// authenticated; a wrong password fails the task, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_target_behind_tls_and_scram_is_reached_with_the_grants_settings() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
     let pki = TestPki::new();
     let user = SaslUser { mechanism: "SCRAM-SHA-512", user: "mirror".into(), password: "pencil".into() };
     let proxy =
@@ -639,12 +640,9 @@ async fn a_target_behind_tls_and_scram_is_reached_with_the_grants_settings() {
 /// fails, saying so) and 1 creates the topic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn created_topics_take_the_grants_replication_factor() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
-    if !target.is_ours() {
-        println!("skipped: the target cluster's broker count is not known here");
-        return;
-    }
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
+    let brokers = target.broker_count();
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("replicas");
     source.create_topic(&topic, PARTITIONS).await;
@@ -652,10 +650,12 @@ async fn created_topics_take_the_grants_replication_factor() {
     let worker = Worker::start(&source.bootstrap, dir.path(), "text", "worker.log").await;
     let mut config = mirror_config(&topic, &target.bootstrap, false);
     config["tasks.max"] = json!("1");
-    config["plugin.grant.kafka.target.replication.factor"] = json!("3");
+    // One replica more than the target has brokers.
+    config["plugin.grant.kafka.target.replication.factor"] = json!((brokers + 1).to_string());
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "replicas", "config": config})).await;
     produce_keyed(&source.bootstrap, &topic, &topic, 0..10).await;
-    let never = "a replication factor of 3 on one broker never failed the task";
+    let never = format!("a replication factor of {} on {brokers} broker(s) never failed the task", brokers + 1);
+    let never = never.as_str();
     let trace = failed_task_trace(&worker, "replicas", never).await;
     assert!(trace.contains(&format!("creating {mirrored}")) && trace.contains("replication factor"), "{trace}");
     config["plugin.grant.kafka.target.replication.factor"] = json!("1");
@@ -668,8 +668,8 @@ async fn created_topics_take_the_grants_replication_factor() {
 /// the group resumes there and misses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_consumer_group_fails_over_to_the_target_without_losing_records() {
-    let source = Noida::start_or_env("SOURCE");
-    let target = Noida::start_or_env("TARGET");
+    let source = Cluster::start_or_env("SOURCE");
+    let target = Cluster::start_or_env("TARGET");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("failover");
     source.create_topic(&topic, PARTITIONS).await;

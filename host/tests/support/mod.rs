@@ -2,9 +2,9 @@
 //! a producer.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod databases;
 pub mod herder;
-pub mod noida;
 pub mod worker;
 
 /// Where a test worker whose data is in `dir` keeps its state file: beside
@@ -32,8 +32,13 @@ pub fn support_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/support")
 }
 
-/// A broker to run against: the one in `SPILLWAY_TEST_BOOTSTRAP`, or a
-/// librdkafka mock cluster started for this test and killed on drop.
+/// Names the cluster of `SPILLWAY_TEST_BOOTSTRAP` in the tests' output
+/// (test.sh sets it to the Apache Kafka version it started).
+pub const BROKER_NAME_ENV: &str = "SPILLWAY_TEST_BROKER_NAME";
+
+/// A broker to run against: the one in `SPILLWAY_TEST_BOOTSTRAP` (in CI, an
+/// Apache Kafka that test.sh started), or a librdkafka mock cluster started
+/// for this test and killed on drop.
 pub struct Broker {
     pub bootstrap: String,
     /// Human-readable: which server this is.
@@ -46,10 +51,18 @@ impl Broker {
     pub fn start_or_env() -> Broker {
         init_logging();
         if let Ok(bootstrap) = std::env::var(BOOTSTRAP_ENV) {
-            let description = format!("external cluster at {bootstrap} (${BOOTSTRAP_ENV})");
+            let name = std::env::var(BROKER_NAME_ENV).unwrap_or_else(|_| "external cluster".into());
+            let description = format!("{name} at {bootstrap} (${BOOTSTRAP_ENV})");
             println!("broker: {description}");
             return Broker { bootstrap, description, child: None, _dir: None };
         }
+        Broker::mock()
+    }
+
+    /// librdkafka's mock cluster, whatever the environment names: for the
+    /// tests that need what only it can do (say so where it is called).
+    pub fn mock() -> Broker {
+        init_logging();
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("bootstrap");
         let script = support_dir().join("kafka-mock.py");
