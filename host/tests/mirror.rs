@@ -464,15 +464,16 @@ impl MemberLog {
 }
 
 /// The source group rebalances while the task's commit hangs in the
-/// target: the records of the transaction are delivered, and the target
-/// stops answering at its AddOffsetsToTxn, so the commit times out and
+/// target: the records of the transaction and their positions are
+/// delivered, and the target stops answering at its EndTxn, so the commit
+/// times out and
 /// stays unresolved. The rebalance waits in the task's revocation for the
 /// commit to resolve, rather than failing the task or handing partitions
 /// over while the transaction may still move their offsets; once the target
 /// answers again, everything is in the target once, in order, and the task
-/// runs on. The source is the librdkafka mock, whose classic groups
-/// rebalance when a member joins; the target noida-db, behind the fault
-/// proxy that stalls it.
+/// runs on. The source is test.sh's Apache Kafka (or the mock), whose
+/// classic groups rebalance when a member joins; the target the second
+/// cluster (or noida-db), behind the fault proxy that stalls it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
     let source = Broker::start_or_env();
@@ -497,7 +498,7 @@ async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
     let mut expected = produce_keyed(&source.bootstrap, &topic, &topic, 0..100).await;
     wait_committed(&target.bootstrap, &mirrored, 100, "before the stall", &log).await;
 
-    proxy.stall_from(ApiKey::AddOffsetsToTxn);
+    proxy.stall_from(ApiKey::EndTxn);
     for (partition, keys) in produce_keyed(&source.bootstrap, &topic, &topic, 100..200).await {
         expected.entry(partition).or_default().extend(keys);
     }
