@@ -1,14 +1,15 @@
 //! A connector's offsets through the herder (Connect's
 //! `/connectors/{name}/offsets`) where they take the broker's group APIs:
 //!
-//! - a classic group reset with DeleteGroups, on noida-db (which has it;
-//!   librdkafka's mock does not, and `rest_api` covers the rewind used
-//!   there instead);
+//! - a classic group reset with DeleteGroups, on test.sh's Apache Kafka
+//!   (noida-db without it; librdkafka's mock has no DeleteGroups, and
+//!   `rest_api` covers the rewind used there instead);
 //! - a share group's start offsets through DescribeShareGroupOffsets,
-//!   AlterShareGroupOffsets and DeleteShareGroupOffsets (API keys 90-92).
-//!   No broker that starts here serves them, so that test talks to a
-//!   scripted broker ([`ShareOffsetsBroker`]) that speaks just that exchange
-//!   and keeps the group's start offsets, and checks what was sent.
+//!   AlterShareGroupOffsets and DeleteShareGroupOffsets (API keys 90-92),
+//!   against a scripted broker ([`ShareOffsetsBroker`]) that speaks just
+//!   that exchange and keeps the group's start offsets, so that the test
+//!   checks what was sent field by field (`share_sink` reads a share
+//!   connector's offsets from Apache Kafka itself).
 
 mod support;
 

@@ -750,7 +750,11 @@ async fn a_consumer_group_fails_over_to_the_target_without_losing_records() {
         if offsets.len() == PARTITIONS as usize && offsets.iter().all(|t| (150..=250).contains(t)) {
             break offsets;
         }
-        assert!(Instant::now() < deadline, "the group's offsets were never translated within a batch: {offsets:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the group's offsets were never translated within a batch: {offsets:?}; worker log:\n{}",
+            log_tail(&dir.path().join("worker.log"))
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     println!("translated offsets in the target: {translated:?} (250 read per partition in the source)");

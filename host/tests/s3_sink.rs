@@ -528,7 +528,9 @@ async fn a_task_killed_with_records_buffered_loses_none_and_its_upload_is_aborte
         ("flush.size", "100000"),
         ("insert.topic.field", "__topic"),
     ];
-    let raw = s3_config(s3, "killed", &topic, &bucket_name, &extra);
+    // Not "killed": share_sink's share connector of that name would find a
+    // classic group of the same id on the shared Apache Kafka.
+    let raw = s3_config(s3, "killed-buffered", &topic, &bucket_name, &extra);
     let runtime = test_runtime();
     let plugin = runtime.load_file(&plugin_dir().join("s3-sink.wasm")).await.unwrap();
     let spawn = |stop: CancellationToken| {
@@ -559,7 +561,7 @@ async fn a_task_killed_with_records_buffered_loses_none_and_its_upload_is_aborte
     let _ = first.await;
     let left_open = s3.uploads_in_progress(&bucket_name);
     assert_eq!(left_open.len(), 1, "the killed task's upload is not open: {left_open:?}");
-    assert!(ids_under(&bucket, "killed").await.is_empty(), "records were written before their object closed");
+    assert!(ids_under(&bucket, "killed-buffered").await.is_empty(), "records were written before their object closed");
 
     // The task starts again: it aborts what it left open, and the records
     // come again (none was acknowledged) and are written on stop.
@@ -583,7 +585,7 @@ async fn a_task_killed_with_records_buffered_loses_none_and_its_upload_is_aborte
     assert!(s3.uploads_in_progress(&bucket_name).is_empty(), "an upload was left open after a clean stop");
 
     // The reader's rule: one row per (topic, partition, offset).
-    let all = objects(&bucket, "killed").await;
+    let all = objects(&bucket, "killed-buffered").await;
     let mut by_coordinates: BTreeMap<(String, i64, i64), String> = BTreeMap::new();
     let mut rows_read = Vec::new();
     for (path, bytes) in data_objects(&all) {

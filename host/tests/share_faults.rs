@@ -47,10 +47,22 @@ async fn setup(name: &str, before_join: Option<Fault>) -> Setup {
     let topic = unique(name);
     let mut config = ShareConsumerConfig::new(&proxy.bootstrap, &unique("group"), &[topic.as_str()]);
     config.client_id = "spillway-fault-test".into();
+    // Apache Kafka: the group starts at the earliest offset. The mock
+    // serves no group configs: there a new share group starts at the log
+    // end from its first fetch.
+    config.auto_offset_reset = Some("earliest".into());
     let mut consumer = ShareConsumer::connect(config).await.expect("connect through the proxy");
-    // A new share group starts at the log end: be in it before producing.
-    let early = consumer.poll(Duration::from_secs(1)).await.expect("poll");
-    assert!(early.is_empty(), "nothing was produced yet");
+    // Be in the group, with partitions, before producing: the mock's first
+    // heartbeat answer carries the assignment, Apache Kafka's a later one.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let early = consumer.poll(Duration::from_secs(1)).await.expect("poll");
+        assert!(early.is_empty(), "nothing was produced yet");
+        if !consumer.assignment().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no assignment within {PATIENCE:?}");
+    }
     Setup { broker, proxy, topic, consumer }
 }
 

@@ -255,7 +255,13 @@ impl Heartbeat {
         let subscription = (self.epoch == JOIN_EPOCH || self.resubscribe)
             .then(|| self.topics.iter().map(|t| TopicName(StrBytes::from_string(t.clone()))).collect());
         let reply = self.send(self.epoch, subscription).await?;
-        if let Some(e) = ShareError::broker(reply.error_code, "ShareGroupHeartbeat") {
+        // The broker's own message says why, e.g. Apache Kafka's "Group X
+        // is not a share group." (one namespace for every kind of group).
+        let context = match reply.error_message.as_ref().filter(|m| !m.is_empty()) {
+            Some(message) => format!("ShareGroupHeartbeat for group {} ({})", self.group_id, message.as_str()),
+            None => format!("ShareGroupHeartbeat for group {}", self.group_id),
+        };
+        if let Some(e) = ShareError::broker(reply.error_code, context) {
             return Err(e);
         }
         self.resubscribe = false;
