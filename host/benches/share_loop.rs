@@ -41,13 +41,14 @@ async fn main() {
     let connectors: Vec<String> =
         (0..ROUNDS.get()).map(|i| format!("bench-{i}-{}", uuid::Uuid::new_v4().simple())).collect();
 
-    // A share group starts at the latest offset: register every group on the
-    // topic before producing, so that all of them then read the same records.
+    // On the mock a share group starts at the latest offset (it serves no
+    // group configs): register every group on the topic before producing,
+    // so that all of them then read the same records. On Apache Kafka every
+    // group starts at the earliest.
     eprintln!("registering {} groups", 2 * ROUNDS.get());
     let loop_groups = connectors.iter().map(|c| format!("connect-{c}"));
     for group in raw_groups.iter().cloned().chain(loop_groups) {
-        let mut consumer =
-            ShareConsumer::connect(ShareConsumerConfig::new(&bootstrap, &group, &[&topic])).await.unwrap();
+        let mut consumer = ShareConsumer::connect(raw_config(&bootstrap, &group, &topic)).await.unwrap();
         consumer.poll(Duration::from_millis(500)).await.unwrap();
         consumer.close().await.unwrap();
     }
@@ -93,8 +94,16 @@ async fn bounded<T>(what: &str, work: impl std::future::Future<Output = T>) -> T
 }
 
 /// Time until every record was seen once, and how many arrived again.
+/// The raw consumer's config: its group starts at the earliest offset, as
+/// the task loop's does.
+fn raw_config(bootstrap: &str, group: &str, topic: &str) -> ShareConsumerConfig {
+    let mut config = ShareConsumerConfig::new(bootstrap, group, &[topic]);
+    config.auto_offset_reset = Some("earliest".into());
+    config
+}
+
 async fn raw_consumer(bootstrap: &str, group: &str, topic: &str) -> (Duration, usize) {
-    let mut consumer = ShareConsumer::connect(ShareConsumerConfig::new(bootstrap, group, &[topic])).await.unwrap();
+    let mut consumer = ShareConsumer::connect(raw_config(bootstrap, group, topic)).await.unwrap();
     let started = Instant::now();
     let (mut seen, mut duplicates) = (std::collections::HashSet::new(), 0);
     while seen.len() < RECORDS.get() {
