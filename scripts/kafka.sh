@@ -164,7 +164,15 @@ start() {
   dir=$(cd "$dir" && pwd)
   fetch_jars
   local cp="$CACHE/libs/*" cluster_id controller_port replicas min_isr
-  cluster_id=$(python3 -c 'import uuid,base64; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+  # A base64 UUID, as kafka-storage random-uuid makes; not one starting
+  # with '-', which the tool's argument parser takes for an option.
+  cluster_id=$(python3 -c '
+import uuid, base64
+while True:
+    id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not id.startswith("-"):
+        print(id)
+        break')
   controller_port=$(free_port)
   replicas=$(( brokers < 3 ? brokers : 3 ))
   min_isr=$(( replicas < 2 ? 1 : 2 ))
