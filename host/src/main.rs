@@ -208,24 +208,14 @@ fn rest_security(worker: &spillway::herder::WorkerFile) -> Result<spillway::rest
             Credentials::load(users.as_deref(), tokens.as_deref()).map_err(|e| anyhow!("rest.auth: {e}"))?,
         )),
     };
-    Ok(RestSecurity { tls, auth })
+    let host_names = std::sync::Arc::new(spillway::rest::HostNames::new(worker.rest_host_names.iter().cloned()));
+    Ok(RestSecurity { tls, auth, host_names })
 }
 
 async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
     let worker = args.worker_file()?;
     let rest = rest_security(&worker)?;
-    let mut defaults = WorkerDefaults {
-        policy: worker.policy,
-        providers: worker.providers,
-        clients: worker.clients,
-        ..WorkerDefaults::default()
-    };
-    // The REST API's credentials and key are the worker's own files too.
-    let secrets = [&worker.rest_users, &worker.rest_tokens, &worker.listener_tls.as_ref().map(|(_, key)| key.clone())];
-    for path in secrets.into_iter().flatten() {
-        defaults.policy.protect(path, "a REST credentials or key file");
-        defaults.providers.protect(path);
-    }
+    let mut defaults = worker.defaults(args.config.as_deref());
     // Keeps the embedded broker alive as long as the worker.
     let mut _embedded = None;
     let bootstrap = match worker.bootstrap_servers {

@@ -18,6 +18,7 @@ use fault_proxy::{Event, FaultProxy, Secured};
 use kafka_protocol::messages::ApiKey;
 use spillway::kafka::clients::{ClientSettings, Role};
 use spillway::kafka::producer::Producer;
+use spillway::policy::ClientOverrides;
 use spillway::task::{self, ConnectorConfig, TaskMetrics, TaskSpec, WorkerDefaults};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -221,13 +222,19 @@ async fn a_wrong_password_or_an_unknown_ca_fails_the_share_task_clearly() {
     // The two test CAs share a name: rustls finds the issuer, and its signature fails.
     assert!(message.contains("TLS handshake: invalid peer certificate"), "{message}");
 
-    // Checked when the config is parsed, on the key that names it.
+    // Checked when the config is parsed, on the key that names it: first
+    // against the worker's policy (trust stores are security settings),
+    // then as the client would read it.
     let mut raw = connector(&topic, dir.path(), "share");
     raw.insert("consumer.override.ssl.ca.location".into(), "/nonexistent/ca.pem".into());
-    let worker = WorkerDefaults {
+    let mut worker = WorkerDefaults {
         clients: ClientSettings::from_worker(&worker_security(&pki, PASSWORD)).unwrap(),
         ..Default::default()
     };
+    let problems = ConnectorConfig::parse(&raw, &worker).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].message.contains("policy.client.overrides allows tuning"), "{problems:?}");
+    worker.policy.client_overrides = ClientOverrides::parse(&["tuning".into(), "security".into()]).unwrap();
     let problems = ConnectorConfig::parse(&raw, &worker).unwrap_err();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].key, "consumer.override.ssl.ca.location");

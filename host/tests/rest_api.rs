@@ -462,8 +462,21 @@ async fn bad_input_is_a_json_4xx() {
     assert_error(s, &b, 400);
     let (s, b) = host.raw(Method::POST, "/connectors", "[1, 2]", Some("application/json")).await;
     assert_error(s, &b, 400);
-    let (s, b) = host.raw(Method::POST, "/connectors", "not json at all", Some("text/plain")).await;
-    assert_error(s, &b, 400);
+    // The bodies a web page can make a browser send without asking first:
+    // refused as Connect refuses them, before they are read.
+    let json_body = json!({"name": "x", "config": good()}).to_string();
+    for content_type in
+        [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data"), None]
+    {
+        let (s, b) = host.raw(Method::POST, "/connectors", &json_body, content_type).await;
+        assert!(assert_error(s, &b, 415).contains("application/json"), "{content_type:?}: {b}");
+    }
+    // DNS rebinding: a page's own name, resolved to the worker.
+    let rebound = host.http.get(format!("{}/connectors", host.url)).header("host", "rebound.example:8083");
+    let (s, b) = read(rebound.send().await.unwrap()).await;
+    assert!(assert_error(s, &b, 421).contains("rest.host.names"), "{b}");
+    let local = host.http.get(format!("{}/connectors", host.url)).header("host", "localhost:8083");
+    assert_eq!(read(local.send().await.unwrap()).await.0, 200);
     let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"name": "x"}))).await;
     assert!(assert_error(s, &b, 400).contains("config"));
     let (s, b) = host.call(Method::POST, "/connectors", Some(json!({"config": good()}))).await;
@@ -510,9 +523,9 @@ async fn bad_input_is_a_json_4xx() {
     assert!(assert_error(s, &b, 400).contains("no-such-plugin"));
     assert_eq!(host.get("/connectors").await, (200, json!([])), "nothing was created");
 
-    // A body without a content type is still read (`curl -d` habits).
+    // JSON with its charset is JSON.
     let body = json!({"name": "lenient", "config": good()}).to_string();
-    let (s, b) = host.raw(Method::POST, "/connectors", &body, None).await;
+    let (s, b) = host.raw(Method::POST, "/connectors", &body, Some("application/json; charset=utf-8")).await;
     assert_eq!(s, 201, "{b}");
 
     // Routing errors are JSON too.

@@ -20,6 +20,7 @@ pub mod log;
 pub mod object_store;
 pub mod op;
 mod pending;
+pub mod reach;
 pub mod sql;
 pub mod wasi;
 

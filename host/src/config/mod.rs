@@ -8,6 +8,9 @@
 
 mod key;
 mod pattern;
+/// What a secret's value shows as, wherever a config or a problem is shown.
+pub const HIDDEN: &str = "[hidden]";
+
 pub mod providers;
 
 pub use key::{Importance, KeyDef, Password, Type, Validator, Value};

@@ -146,6 +146,13 @@ impl ConfigProviders {
         if problems.is_empty() { Ok(ConfigProviders { providers, protected: Vec::new() }) } else { Err(problems) }
     }
 
+    /// Where the file and directory providers read secrets: no grant may
+    /// reach them.
+    pub fn secret_paths(&self) -> Vec<PathBuf> {
+        let readers = self.providers.values().filter(|p| matches!(p.kind, Kind::File | Kind::Dir));
+        readers.flat_map(|p| p.allowed_paths.iter().cloned()).collect()
+    }
+
     /// Never read `path` (the worker's own state, say), nor what is in it.
     pub fn protect(&mut self, path: &Path) {
         self.protected.push(path.to_path_buf());

@@ -91,16 +91,21 @@ pub async fn validate(
     match plugin {
         Err(Refusal { key, message }) => errors.entry(key.into()).or_default().push(message),
         Ok(plugin) => {
-            // The plugin checks what it would be given: placeholders
-            // resolved (the table reported those that cannot be).
-            let (resolved, _) = defaults.providers.resolve(config);
+            // The plugin checks the config as given, as Connect's connectors
+            // do: what a provider resolves is a secret of the host's, so a
+            // placeholder reaches the plugin as written, and its value is
+            // checked when a task starts.
             for key in &plugin.metadata.config {
-                if let Some(message) = check_value(key, resolved.get(&key.name)) {
+                let value = config.get(&key.name);
+                if value.is_some_and(|v| v.contains("${")) {
+                    continue;
+                }
+                if let Some(message) = check_value(key, value) {
                     errors.entry(key.name.clone()).or_default().push(message);
                 }
             }
             keys.extend(plugin_key_infos(plugin));
-            for e in plugin_validate(runtime, plugin, &resolved).await {
+            for e in plugin_validate(runtime, plugin, config).await {
                 errors.entry(e.0).or_default().push(e.1);
             }
         }
@@ -164,8 +169,7 @@ fn shown_value(config: &ConfigMap, key: &str, plugin_password: bool) -> Option<S
     config.get(key).map(|v| if secret { HIDDEN.into() } else { v.clone() })
 }
 
-/// What a secret key's value shows as, wherever a config is shown.
-pub const HIDDEN: &str = "[hidden]";
+pub use crate::config::HIDDEN;
 
 /// A secret key: the host's table says so, or `plugin` declares a PASSWORD.
 pub fn is_secret(plugin: Option<&Plugin>, key: &str) -> bool {

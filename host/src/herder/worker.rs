@@ -152,6 +152,10 @@ impl Worker {
             defaults.policy.protect(path, what);
             defaults.providers.protect(path);
         }
+        let own_topics = [config.config_topic.as_ref().map(|t| &t.name), config.status_topic.as_ref().map(|t| &t.name)];
+        for topic in own_topics.into_iter().flatten() {
+            defaults.policy.protect_topic(topic);
+        }
         let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
         let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
         let mut store = StateStore::open(&config.state_file, config.config_topic.as_ref(), &cluster).await?;

@@ -9,6 +9,7 @@ use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Typ
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
 use crate::policy::GrantPolicy;
+use crate::task::WorkerDefaults;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ pub struct WorkerFile {
     /// `rest.auth.basic.users.file`, `rest.auth.bearer.tokens.file`.
     pub rest_users: Option<PathBuf>,
     pub rest_tokens: Option<PathBuf>,
+    /// `rest.host.names`, with `rest.advertised.url`'s host.
+    pub rest_host_names: Vec<String>,
     /// `bootstrap.servers`; `None` starts the embedded broker.
     pub bootstrap_servers: Option<String>,
     /// `plugin.path`.
@@ -156,6 +159,11 @@ impl WorkerFile {
             listener_tls,
             rest_users: path("rest.auth.basic.users.file"),
             rest_tokens: path("rest.auth.bearer.tokens.file"),
+            rest_host_names: {
+                let advertised = url::Url::parse(values.string("rest.advertised.url").trim()).ok();
+                let advertised = advertised.and_then(|u| u.host_str().map(String::from));
+                values.list("rest.host.names").iter().cloned().chain(advertised).collect()
+            },
             bootstrap_servers,
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
@@ -166,6 +174,36 @@ impl WorkerFile {
             providers,
             clients,
         })
+    }
+}
+
+impl WorkerFile {
+    /// What the worker decides for its connectors, with its own files that
+    /// hold secrets protected: the config file it was read from (`source`),
+    /// the REST API's credentials and key, its clients' keys (no grant
+    /// reaches them, no provider reads them) and where its providers read
+    /// secrets (no grant reaches them). The state file, cache and plugin
+    /// directory the herder's worker adds when it starts.
+    pub fn defaults(&self, source: Option<&Path>) -> WorkerDefaults {
+        let mut defaults = WorkerDefaults {
+            policy: self.policy.clone(),
+            providers: self.providers.clone(),
+            clients: self.clients.clone(),
+            ..WorkerDefaults::default()
+        };
+        let mut files: Vec<(PathBuf, &'static str)> = Vec::new();
+        files.extend(source.map(|p| (p.to_path_buf(), "worker config")));
+        let rest = [&self.rest_users, &self.rest_tokens, &self.listener_tls.as_ref().map(|(_, key)| key.clone())];
+        files.extend(rest.into_iter().flatten().map(|p| (p.clone(), "a REST credentials or key file")));
+        files.extend(self.clients.key_files().into_iter().map(|p| (p, "Kafka client key")));
+        for (path, what) in files {
+            defaults.policy.protect(&path, what);
+            defaults.providers.protect(&path);
+        }
+        for path in self.providers.secret_paths() {
+            defaults.policy.protect(&path, "config providers' secrets");
+        }
+        defaults
     }
 }
 
@@ -348,9 +386,9 @@ pub fn worker_keys() -> &'static ConfigDef {
                         Type::List,
                         High,
                         "Absolute directories under which a directory grant (plugin.grant.fs.<name>.path, \
-                         plugin.grant.fs.dirs) may point; empty allows any. The worker's state file, \
-                         compiled-plugin cache and plugin directory, and any directory holding them, are never \
-                         granted.",
+                         plugin.grant.fs.dirs, a file:// object store) may point; empty allows any. The worker's \
+                         own files (state, cache, plugins, config, secrets, keys) and /proc, /sys and /dev, and any \
+                         directory holding them, are never granted.",
                     )
                     .with_default(""),
                     key(
@@ -392,9 +430,23 @@ pub fn worker_keys() -> &'static ConfigDef {
                         Type::List,
                         High,
                         "host:port or host:* entries that every server of a \
-                         plugin.grant.kafka.<name>.bootstrap.servers must match; empty allows any.",
+                         plugin.grant.kafka.<name>.bootstrap.servers, and of a connector's \
+                         consumer/producer/admin.override.bootstrap.servers, must match; empty allows any.",
                     )
                     .with_default(""),
+                    key(
+                        "policy.client.overrides",
+                        Type::List,
+                        High,
+                        "The kinds of Kafka client setting a connector may set through consumer.override.*, \
+                         producer.override.* and admin.override.* (Connect's connector.client.config.override.policy): \
+                         tuning (batching, timeouts, group.id, ...), servers (bootstrap.servers and other addresses), \
+                         security (protocol, mechanism, trust stores), credentials (users, passwords, keys), \
+                         tls.verification (turning certificate checks off); none alone allows nothing. Settings that \
+                         load code, run a command or write files (plugin.library.paths, ssl.engine.location, \
+                         sasl.kerberos.kinit.cmd, ...) are never allowed.",
+                    )
+                    .with_default("tuning"),
                     lowering_ceiling("plugin.memory.max.bytes"),
                     lowering_ceiling("plugin.call.timeout.ms"),
                     key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")
@@ -414,6 +466,15 @@ pub fn worker_keys() -> &'static ConfigDef {
                     .with_default(""),
                     key("listeners.https.ssl.key.location", Type::String, High, "Its private key (PEM, unencrypted).")
                         .with_default(""),
+                    key(
+                        "rest.host.names",
+                        Type::List,
+                        High,
+                        "Host names by which clients reach the REST API (besides IP addresses, localhost and \
+                         rest.advertised.url's host): a request whose Host header names another is refused with \
+                         421, so that a web page cannot reach the worker by DNS rebinding.",
+                    )
+                    .with_default(""),
                     key(
                         "rest.auth.basic.users.file",
                         Type::String,

@@ -4,10 +4,13 @@
 //! for one kind of client, then a connector's `consumer.override.*`,
 //! `producer.override.*` and `admin.override.*`. librdkafka names throughout;
 //! each setting is checked by librdkafka itself when the config is parsed,
-//! so a Java client's key is refused at validation, not at task start.
+//! so a Java client's key is refused at validation, not at task start. A
+//! connector's override reaches librdkafka only once the worker's
+//! `policy.client.overrides` allows its kind.
 
 use super::security::{self, ClientSecurity};
 use crate::config::Problem;
+use crate::policy::{ClientOverrides, SettingKind};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -119,8 +122,9 @@ impl ClientSettings {
 
     /// These settings under a connector's `consumer.override.*`,
     /// `producer.override.*` and `admin.override.*` (the host's own keys
-    /// left out); every problem reported on its key.
-    pub fn with_overrides(&self, raw: &BTreeMap<String, String>) -> (Self, Vec<Problem>) {
+    /// left out), each first checked against what the worker `allows`;
+    /// every problem reported on its key.
+    pub fn with_overrides(&self, raw: &BTreeMap<String, String>, allows: &ClientOverrides) -> (Self, Vec<Problem>) {
         let mut settings = self.clone();
         let mut problems = Vec::new();
         for role in Role::ALL {
@@ -128,6 +132,11 @@ impl ClientSettings {
             for (key, value) in raw.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
                 let setting = &key[prefix.len()..];
                 if is_host_setting(role, setting, value) {
+                    continue;
+                }
+                // Before librdkafka sees the value: some settings load code.
+                if let Err(refusal) = allows.check(key, setting) {
+                    problems.push(Problem::new(key, refusal));
                     continue;
                 }
                 settings.add(Some(role), key, setting, value, &mut problems);
@@ -159,6 +168,17 @@ impl ClientSettings {
         ClientSecurity::from_settings(settings.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|problems| {
             problems.into_iter().map(|p| format!("{}: {}", p.key, p.message)).collect::<Vec<_>>().join("; ")
         })
+    }
+
+    /// The files these settings read keys or credentials from.
+    pub fn key_files(&self) -> Vec<std::path::PathBuf> {
+        let all = self.common.iter().chain(self.per_role.iter().flatten());
+        let files = all.filter(|(k, v)| {
+            SettingKind::of(k) == SettingKind::Credentials
+                && (k.ends_with(".location") || k.ends_with(".file") || k.ends_with(".keytab"))
+                && !v.trim().is_empty()
+        });
+        files.map(|(_, v)| std::path::PathBuf::from(v.trim())).collect()
     }
 
     fn per_role_has(&self, role: Role, setting: &str) -> bool {
@@ -286,6 +306,7 @@ mod tests {
         assert!(!worker.for_role(Role::Consumer).iter().any(|(k, _)| k == "linger.ms" || k == "group.protocol"));
         assert!(!format!("{worker:?}").contains("\"w\""), "a secret shows in Debug: {worker:?}");
 
+        let everything = ClientOverrides::parse(&["tuning".into(), "credentials".into()]).unwrap();
         let (connector, problems) = worker.with_overrides(&raw(&[
             (
                 "consumer.override.sasl.jaas.config",
@@ -293,7 +314,7 @@ mod tests {
             ),
             ("consumer.override.group.protocol", "share"),
             ("admin.override.client.id", "ops"),
-        ]));
+        ]), &everything);
         assert_eq!(problems, []);
         let consumer = connector.for_role(Role::Consumer);
         assert_eq!(consumer.iter().rev().find(|(k, _)| k == "sasl.username").unwrap().1, "sink", "the override wins");
@@ -304,12 +325,15 @@ mod tests {
 
     #[test]
     fn librdkafka_checks_each_setting_at_validation() {
-        let (_, problems) = ClientSettings::default().with_overrides(&raw(&[
-            ("consumer.override.max.poll.records", "10"),
-            ("producer.override.acks", "most"),
-            ("admin.override.security.protocol", "SASL_SSL"),
-            ("consumer.override.sasl.jaas.config", "GssapiLoginModule required;"),
-        ]));
+        let (_, problems) = ClientSettings::default().with_overrides(
+            &raw(&[
+                ("consumer.override.max.poll.records", "10"),
+                ("producer.override.acks", "most"),
+                ("admin.override.security.protocol", "SASL_SSL"),
+                ("consumer.override.sasl.jaas.config", "GssapiLoginModule required;"),
+            ]),
+            &ClientOverrides::parse(&["tuning".into(), "security".into(), "credentials".into()]).unwrap(),
+        );
         let mut got: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
         got.sort();
         assert_eq!(got.len(), 5, "{got:#?}");

@@ -3,13 +3,20 @@
 //! addresses a plugin may connect to, and the largest memory, call time and
 //! task count. A config that asks for more is refused at validation, on the
 //! key that asks, naming the ceiling. Whatever the policy says, the worker's
-//! own files (its state file, compiled-plugin cache and plugin directory)
-//! are never granted: a plugin that could write them could change what the
-//! host loads.
+//! own files (its state file, compiled-plugin cache, plugin directory,
+//! config and secret files) and the kernel's (`/proc`, `/sys`, `/dev`) are
+//! never granted: a plugin that could write them could change what the host
+//! loads, or read its secrets. Link-local addresses (the cloud's instance
+//! metadata among them) are reached only where the policy names them.
 
+mod client_overrides;
+mod metadata;
 mod targets;
+mod topics;
 
-pub use targets::{Target, TargetPolicy, targets_in};
+pub use client_overrides::{ClientOverrides, SettingKind};
+pub use targets::{Target, TargetPolicy};
+pub use topics::internal_topic;
 
 use crate::config::{Problem, Values};
 use ipnet::IpNet;
@@ -32,8 +39,12 @@ pub struct GrantPolicy {
     pub tasks_max: Option<u32>,
     /// `policy.object-store.*`, `policy.sql.urls`, `policy.kafka.bootstrap.servers`.
     pub targets: TargetPolicy,
+    /// `policy.client.overrides`.
+    pub client_overrides: ClientOverrides,
     /// The worker's own files and directories, never granted.
     protected: Vec<(PathBuf, &'static str)>,
+    /// The worker's own topics, never a connector's.
+    worker_topics: Vec<String>,
 }
 
 /// An address a plugin may be granted: an IP network, and one port or any.
@@ -63,6 +74,12 @@ impl AddrPattern {
 
     pub fn matches(&self, addr: &SocketAddr) -> bool {
         self.net.contains(&addr.ip()) && self.port.is_none_or(|p| p == addr.port())
+    }
+
+    /// Whether this pattern admits the link-local `addr` by naming link-local
+    /// addresses: `0.0.0.0/0:*` admits everything but names none of them.
+    fn names_link_local(&self, addr: &SocketAddr) -> bool {
+        self.matches(addr) && metadata::is_link_local(&self.net.network())
     }
 }
 
@@ -115,9 +132,11 @@ impl GrantPolicy {
     pub fn check(&self, requested: &Requested) -> (Vec<Problem>, Lowered) {
         let mut problems = Vec::new();
         let mut problem = |key: &str, message: String| problems.push(Problem::new(key, message));
+        let system = SYSTEM_DIRS.map(|(dir, what)| (PathBuf::from(dir), what));
         for (key, dir) in &requested.dirs {
             let dir = resolved(dir);
-            if let Some((path, what)) = self.protected.iter().find(|(p, _)| p.starts_with(&dir) || dir.starts_with(p)) {
+            let mut never = self.protected.iter().chain(&system);
+            if let Some((path, what)) = never.find(|(p, _)| p.starts_with(&dir) || dir.starts_with(p)) {
                 problem(
                     key,
                     format!(
@@ -136,6 +155,11 @@ impl GrantPolicy {
                         allowed.join(", ")
                     ),
                 );
+            }
+        }
+        for (key, addr) in &requested.connect {
+            if metadata::is_link_local(&addr.ip()) && !self.net_connect.iter().any(|p| p.names_link_local(addr)) {
+                problem(key, metadata::refusal(&addr.to_string(), "policy.net.connect"));
             }
         }
         if !self.net_connect.is_empty() {
@@ -180,6 +204,10 @@ impl GrantPolicy {
         (problems, lowered)
     }
 }
+
+/// The kernel's directories: never granted, whatever the policy says.
+const SYSTEM_DIRS: [(&str, &str); 3] =
+    [("/proc", "kernel's process view"), ("/sys", "kernel's device view"), ("/dev", "device directory")];
 
 /// The path a grant reaches: symlinks resolved where it exists (a link to
 /// the cache is the cache), else made absolute and normalized.
@@ -242,6 +270,10 @@ impl GrantPolicy {
         policy.memory_max_bytes = ceiling("policy.plugin.memory.max.bytes");
         policy.call_timeout_max = ceiling("policy.plugin.call.timeout.ms").map(Duration::from_millis);
         policy.tasks_max = u32::try_from(values.int("policy.tasks.max")).ok();
+        match ClientOverrides::parse(values.list("policy.client.overrides")) {
+            Ok(allowed) => policy.client_overrides = allowed,
+            Err(e) => problems.push(Problem::new("policy.client.overrides", e)),
+        }
         match TargetPolicy::from_worker(values) {
             Ok(targets) => policy.targets = targets,
             Err(mut more) => problems.append(&mut more),

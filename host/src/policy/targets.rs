@@ -7,9 +7,7 @@
 //! `postgres://db:54321`, nor `postgres://db` `postgres://db.evil.example`.
 
 use super::Asked;
-use crate::capabilities::GRANT_PREFIX;
 use crate::config::{Problem, Values};
-use std::collections::BTreeMap;
 
 /// What a grant names, as the policy checks it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,37 +20,31 @@ pub enum Target {
     KafkaServer(String),
 }
 
-/// The capability targets a connector config names, each with its key.
-pub fn targets_in(raw: &BTreeMap<String, String>) -> Asked<'_, Target> {
-    let mut targets = Vec::new();
-    for (key, value) in raw {
-        let Some(rest) = key.strip_prefix(GRANT_PREFIX) else { continue };
-        let Some((capability, rest)) = rest.split_once('.') else { continue };
-        let Some((name, setting)) = rest.split_once('.') else { continue };
-        let value = value.trim();
-        match (capability, setting) {
-            ("object-store", "url") => {
-                targets.push((key.as_str(), Target::ObjectStoreUrl(value.to_string())));
-                let endpoint = raw.get(&format!("{GRANT_PREFIX}object-store.{name}.endpoint"));
-                let endpoint = endpoint.map(|e| e.trim().to_string()).filter(|e| !e.is_empty());
-                if value.starts_with("s3") && endpoint.is_none() {
-                    targets.push((key.as_str(), Target::ObjectStoreEndpoint(None)));
-                }
+impl Target {
+    /// The hosts it connects to: a URL's, and those its query names.
+    fn hosts(&self) -> Vec<String> {
+        let of_url = |text: &str| -> Vec<String> {
+            let Ok(url) = url::Url::parse(text.trim()) else { return Vec::new() };
+            let queried = url.query_pairs().filter(|(k, _)| matches!(k.as_ref(), "host" | "hostaddr"));
+            let queried = queried.flat_map(|(_, v)| v.split(',').map(String::from).collect::<Vec<_>>());
+            url.host_str().map(String::from).into_iter().chain(queried).collect()
+        };
+        match self {
+            Target::ObjectStoreEndpoint(Some(endpoint)) => of_url(endpoint),
+            Target::SqlUrl(url) => of_url(url),
+            Target::KafkaServer(server) => {
+                server.rsplit_once(':').map(|(host, _)| host).into_iter().map(String::from).collect()
             }
-            ("object-store", "endpoint") if !value.is_empty() => {
-                targets.push((key.as_str(), Target::ObjectStoreEndpoint(Some(value.to_string()))));
-            }
-            ("sql", "url") => targets.push((key.as_str(), Target::SqlUrl(value.to_string()))),
-            ("kafka", "bootstrap.servers") => {
-                for server in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    targets.push((key.as_str(), Target::KafkaServer(server.to_string())));
-                }
-            }
-            _ => {}
+            Target::ObjectStoreUrl(_) | Target::ObjectStoreEndpoint(None) => Vec::new(),
         }
     }
-    targets
 }
+
+/// The query parameters of a database URL that choose where, or as whom,
+/// it connects (PostgreSQL's and MySQL's): a target may give one only with
+/// the value its pattern gives.
+const WHERE_PARAMETERS: [&str; 10] =
+    ["host", "hostaddr", "port", "dbname", "user", "socket", "service", "passfile", "options", "database"];
 
 /// The four lists; an empty one leaves its kind of target open.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -132,6 +124,12 @@ impl TargetPolicy {
                     self.kafka_servers.iter().map(|p| p.text.clone()).collect(),
                 ),
             };
+            if let Some(host) = target.hosts().into_iter().find(|h| super::metadata::is_metadata_host(h))
+                && allowed.is_empty()
+            {
+                problems.push(Problem::new(*key, super::metadata::refusal(&host, policy_key)));
+                continue;
+            }
             if !admitted {
                 let what = match target {
                     Target::ObjectStoreUrl(t) | Target::SqlUrl(t) | Target::KafkaServer(t) => t.clone(),
@@ -168,10 +166,22 @@ impl UrlPattern {
         let segments =
             |u: &url::Url| -> Vec<String> { u.path().split('/').filter(|s| !s.is_empty()).map(String::from).collect() };
         let (want, got) = (segments(&self.url), segments(&target));
+        let where_to = |u: &url::Url| -> Vec<(String, String)> {
+            let mut found: Vec<(String, String)> = u
+                .query_pairs()
+                .filter(|(k, _)| WHERE_PARAMETERS.contains(&k.to_ascii_lowercase().as_str()))
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.into_owned()))
+                .collect();
+            found.sort();
+            found
+        };
+        let user = |u: &url::Url| Some(u.username().to_string()).filter(|u| !u.is_empty());
         scheme(&self.url) == scheme(&target)
             && self.url.host_str().map(str::to_ascii_lowercase) == target.host_str().map(str::to_ascii_lowercase)
             && self.url.port().is_none_or(|port| target.port() == Some(port))
             && got.starts_with(&want)
+            && user(&self.url).is_none_or(|u| user(&target) == Some(u))
+            && where_to(&target).iter().all(|p| where_to(&self.url).contains(p))
     }
 }
 
@@ -230,10 +240,6 @@ impl ServerPattern {
 mod tests {
     use super::*;
 
-    fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
     #[test]
     fn urls_are_compared_part_by_part_not_as_strings() {
         let pattern = UrlPattern::parse("postgres://db.internal:5432/orders").unwrap();
@@ -252,6 +258,18 @@ mod tests {
         let any_port = UrlPattern::parse("s3://archive/spillway").unwrap();
         assert!(any_port.admits("s3a://archive/spillway/day=1"));
         assert!(!any_port.admits("s3://archive2/spillway") && !any_port.admits("s3://archive/spill"));
+        // The query may not choose another server, socket, database or user.
+        for refused in [
+            "postgres://db.internal:5432/orders?host=/var/run/postgresql&user=postgres",
+            "postgres://db.internal:5432/orders?hostaddr=10.9.9.9",
+            "postgres://db.internal:5432/orders?dbname=postgres",
+        ] {
+            assert!(!pattern.admits(refused), "{refused}");
+        }
+        assert!(pattern.admits("postgres://db.internal:5432/orders?sslmode=require"));
+        let as_user = UrlPattern::parse("postgres://sink@db:5432/orders?user=sink").unwrap();
+        assert!(as_user.admits("postgres://sink@db:5432/orders?user=sink"));
+        assert!(!as_user.admits("postgres://postgres@db:5432/orders"));
         let sqlite = UrlPattern::parse("sqlite:///srv/db").unwrap();
         assert!(sqlite.admits("sqlite:///srv/db/sink.db") && !sqlite.admits("sqlite:///srv/dbx/sink.db"));
     }
@@ -267,16 +285,20 @@ mod tests {
                 ServerPattern::parse("target-2:*").unwrap(),
             ],
         };
-        let config = raw(&[
-            ("plugin.grant.object-store.a.url", "s3://archive/x"),
-            ("plugin.grant.object-store.a.endpoint", "HTTP://127.0.0.1:9000"),
-            ("plugin.grant.object-store.b.url", "s3://other/x"),
-            ("plugin.grant.sql.c.url", "postgres://db:5432/sink"),
-            ("plugin.grant.sql.d.url", "mysql://db:3306/sink"),
-            ("plugin.grant.kafka.e.bootstrap.servers", "target-1:9092, target-2:9093"),
-            ("plugin.grant.kafka.f.bootstrap.servers", "target-1:9093"),
-        ]);
-        let problems = policy.check(&targets_in(&config));
+        let url = |u: &str| Target::ObjectStoreUrl(u.into());
+        let server = |s: &str| Target::KafkaServer(s.into());
+        let targets = vec![
+            ("plugin.grant.kafka.e.bootstrap.servers", server("target-1:9092")),
+            ("plugin.grant.kafka.e.bootstrap.servers", server("target-2:9093")),
+            ("plugin.grant.kafka.f.bootstrap.servers", server("target-1:9093")),
+            ("plugin.grant.object-store.a.url", url("s3://archive/x")),
+            ("plugin.grant.object-store.a.endpoint", Target::ObjectStoreEndpoint(Some("HTTP://127.0.0.1:9000".into()))),
+            ("plugin.grant.object-store.b.url", url("s3://other/x")),
+            ("plugin.grant.object-store.b.url", Target::ObjectStoreEndpoint(None)),
+            ("plugin.grant.sql.c.url", Target::SqlUrl("postgres://db:5432/sink".into())),
+            ("plugin.grant.sql.d.url", Target::SqlUrl("mysql://db:3306/sink".into())),
+        ];
+        let problems = policy.check(&targets);
         let got: Vec<(&str, &str)> =
             problems.iter().map(|p| (p.key.as_str(), p.message.split(" is outside").next().unwrap())).collect();
         assert_eq!(
@@ -289,6 +311,6 @@ mod tests {
             ]
         );
         assert!(problems[0].message.contains("policy.kafka.bootstrap.servers allows (target-1:9092, target-2:*)"));
-        assert_eq!(TargetPolicy::default().check(&targets_in(&config)), [], "empty lists leave targets open");
+        assert_eq!(TargetPolicy::default().check(&targets), [], "empty lists leave targets open");
     }
 }

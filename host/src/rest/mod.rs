@@ -6,6 +6,7 @@
 //! paths and wrong methods. Beyond Connect: `GET /metrics` (Prometheus) and
 //! `GET /openapi.json`.
 
+mod browser;
 mod config_body;
 mod connectors;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod metrics;
 mod plugins;
 pub mod security;
 
+pub use browser::HostNames;
 pub use error::ApiError;
 pub use loggers::{LogFormat, LogLevels, LoggerLevel};
 pub use security::{Credentials, RestSecurity};
@@ -90,6 +92,9 @@ pub async fn serve_secured(
     if let Some(credentials) = security.auth {
         app = app.layer(axum::middleware::from_fn_with_state(credentials, security::authenticate));
     }
+    // Outermost: a browser's request on a page's behalf is refused before
+    // anything else, authentication included.
+    app = app.layer(axum::middleware::from_fn_with_state(security.host_names, browser::guard));
     // Connect's JAX-RS routes match with or without a trailing slash, and
     // clients rely on it (`GET /connectors/NAME/`): trim it before routing.
     let app = NormalizePath::trim_trailing_slash(app);

@@ -22,6 +22,8 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 pub struct RestSecurity {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub auth: Option<Arc<Credentials>>,
+    /// What a request's `Host` may name besides IPs and `localhost`.
+    pub host_names: Arc<super::HostNames>,
 }
 
 /// Who may call: users with passwords (basic), and bearer tokens.

@@ -3,15 +3,13 @@
 
 use crate::capabilities::{self, Grants};
 pub use crate::config::Problem as ConfigProblem;
-use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Segment, Type, Validator, Value};
+use crate::config::{ConfigDef, ConfigProviders, HIDDEN, Importance, KeyDef, Segment, Type, Validator, Value};
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::share::TOPICS_REGEX_REFRESH;
-use crate::policy::{Asked, GrantPolicy, Requested};
+use crate::policy::{GrantPolicy, Requested};
 use crate::runtime::Limits;
 use regex::Regex;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -62,6 +60,8 @@ pub struct ConnectorConfig {
     pub flush_interval: Duration,
     pub limits: Limits,
     pub grants: Grants,
+    /// The worker's own topics, which its kafka grants may not write.
+    pub worker_topics: Vec<String>,
     /// The configuration as the user gave it, placeholders resolved: what
     /// the plugin is given (but for the host's secrets).
     pub raw: BTreeMap<String, String>,
@@ -129,9 +129,21 @@ impl Default for WorkerDefaults {
 impl ConnectorConfig {
     /// Resolves a connector config, its `${provider:…}` placeholders first.
     /// Every problem is reported, not just the first.
+    /// No problem's message shows a secret: neither a value a provider
+    /// resolved nor a PASSWORD key's.
     pub fn parse(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<Self, Vec<ConfigProblem>> {
-        let (resolved, mut unresolved) = worker.providers.resolve(raw);
-        let raw = &resolved;
+        let (resolved, unresolved) = worker.providers.resolve(raw);
+        Self::parse_resolved(&resolved, unresolved, worker).map_err(|problems| {
+            let secrets = secret_values(raw, &resolved);
+            problems.into_iter().map(|p| hide_secrets(p, &secrets)).collect()
+        })
+    }
+
+    fn parse_resolved(
+        raw: &BTreeMap<String, String>,
+        mut unresolved: Vec<ConfigProblem>,
+        worker: &WorkerDefaults,
+    ) -> Result<Self, Vec<ConfigProblem>> {
         let (values, mut problems) = connector_keys().parse(raw);
         problems.append(&mut unresolved);
         let mut problem = |key: &str, message: &str| {
@@ -174,7 +186,7 @@ impl ConnectorConfig {
             "classic" | "consumer" => GroupProtocol::Classic,
             _ => worker.group_protocol,
         };
-        let (clients, client_problems) = worker.clients.with_overrides(raw);
+        let (clients, client_problems) = worker.clients.with_overrides(raw, &worker.policy.client_overrides);
         let group_id = match values.string("consumer.override.group.id") {
             "" => format!("connect-{name}"),
             id => id.to_string(),
@@ -200,6 +212,10 @@ impl ConnectorConfig {
                 "must not be one of the connector's own topics, and topics.regex matches it",
             );
         }
+        let mut named: Vec<(&str, &str)> = topics.iter().map(|t| ("topics", t.as_str())).collect();
+        named.extend(dlq_topic.map(|t| ("errors.deadletterqueue.topic.name", t)));
+        let pattern = topics_regex.as_deref().and_then(|r| topics_pattern(r).ok());
+        problems.extend(worker.policy.check_topics(&named, pattern.as_ref().map(|p| ("topics.regex", p))));
         let retry_timeout_ms = values.long("errors.retry.timeout");
         let errors = ErrorPolicy {
             tolerance,
@@ -216,11 +232,11 @@ impl ConnectorConfig {
             call_timeout: values.millis("plugin.call.timeout.ms"),
         };
         let mut tasks_max = values.int("tasks.max") as u32;
-        let (dirs, connect) = granted_places(raw);
+        let reach = capabilities::reach::reach_of(raw);
         let (mut refused, lowered) = worker.policy.check(&Requested {
-            dirs,
-            connect,
-            targets: crate::policy::targets_in(raw),
+            dirs: reach.dirs,
+            connect: reach.connect,
+            targets: reach.targets,
             memory_bytes: (limits.memory_bytes as u64, given("plugin.memory.max.bytes")),
             call_timeout: (limits.call_timeout, given("plugin.call.timeout.ms")),
             tasks_max: (tasks_max, given("tasks.max")),
@@ -267,6 +283,7 @@ impl ConnectorConfig {
             flush_interval: values.millis("flush.interval.ms"),
             limits,
             grants,
+            worker_topics: worker.policy.worker_topics().to_vec(),
             raw: raw.clone(),
         };
         problems.extend(client_problems);
@@ -394,25 +411,27 @@ fn check_digest(digest: &str) -> Result<(), String> {
     }
 }
 
-/// The directories and addresses a config grants, each with its key, for
-/// the worker's policy. What does not parse is left out: `Grants` refuses it.
-fn granted_places(raw: &BTreeMap<String, String>) -> (Asked<'_, PathBuf>, Asked<'_, SocketAddr>) {
-    let (mut dirs, mut connect) = (Vec::new(), Vec::new());
-    let named = |key: &str, capability: &str, setting: &str| {
-        key.strip_prefix(capabilities::GRANT_PREFIX)
-            .and_then(|k| k.strip_prefix(capability))
-            .and_then(|k| k.strip_suffix(setting))
-            .is_some_and(|name| !name.is_empty() && !name.contains('.'))
-    };
-    for (key, value) in raw {
-        let list = value.split(',').map(str::trim).filter(|s| !s.is_empty());
-        if key == "plugin.grant.fs.dirs" || named(key, "fs.", ".path") {
-            dirs.extend(list.map(|dir| (key.as_str(), PathBuf::from(dir))));
-        } else if key == "plugin.grant.net.connect" || named(key, "net.", ".connect") {
-            connect.extend(list.filter_map(|addr| addr.parse().ok()).map(|addr| (key.as_str(), addr)));
-        }
+/// The secrets of a config, by key: what its providers resolved, and the
+/// values of its PASSWORD keys.
+fn secret_values(given: &BTreeMap<String, String>, resolved: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let secret = |(key, value): (&String, &String)| given.get(key) != Some(value) || connector_keys().is_secret(key);
+    resolved.iter().filter(|pair| secret(*pair)).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// `problem` with secrets in its message shown as `[hidden]`: its own key's
+/// (whole, and each list item), and elsewhere those long enough not to be a
+/// common word or number.
+fn hide_secrets(mut problem: ConfigProblem, secrets: &[(String, String)]) -> ConfigProblem {
+    let mut hidden: Vec<&str> = Vec::new();
+    for (key, value) in secrets {
+        let items = std::iter::once(value.as_str()).chain(value.split(',').map(str::trim));
+        hidden.extend(items.filter(|s| !s.is_empty() && (*key == problem.key || s.len() >= 4)));
     }
-    (dirs, connect)
+    hidden.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for secret in hidden {
+        problem.message = problem.message.replace(secret, HIDDEN);
+    }
+    problem
 }
 
 /// Milliseconds the table keeps non-negative.

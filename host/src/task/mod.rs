@@ -66,6 +66,7 @@ pub async fn start_instance(
         source: ClusterAccess::new(bootstrap_servers, &config.clients),
         topics: config.topics.clone(),
         topics_regex: config.topics_regex.clone(),
+        worker_topics: config.worker_topics.clone(),
     });
     let mut instance = runtime.instantiate(plugin, &name, &grants, &config.limits).await?;
     instance.start(&plugin_config).await.map_err(|e| anyhow!("plugin start: {e}"))?;

@@ -95,6 +95,17 @@ impl KafkaCtx {
         }
     }
 
+    /// Refuses a write into an internal topic (Kafka's, the worker's, the
+    /// host's positions and offset syncs), on any granted cluster: one that
+    /// is the worker's own must not have its state written by a plugin.
+    fn writable<'t>(&self, mut topics: impl Iterator<Item = &'t str>) -> Result<(), Error> {
+        let worker_topics = self.scope.as_ref().map_or(&[][..], |s| s.worker_topics.as_slice());
+        match topics.find_map(|topic| crate::policy::internal_topic(topic, worker_topics)) {
+            Some(why) => Err(Error::fatal(format!("{why}, which no plugin may write"))),
+            None => Ok(()),
+        }
+    }
+
     /// Whether any grant is given: only then does a `put` note its records.
     pub fn is_granted(&self) -> bool {
         !self.grants.is_empty()
@@ -272,6 +283,9 @@ impl HostCluster for KafkaCtx {
         records: Vec<OutputRecord>,
     ) -> wasmtime::Result<Result<Vec<Delivery>, Error>> {
         let cluster = self.cluster(&cluster)?;
+        if let Err(refused) = self.writable(records.iter().map(|r| r.topic.as_str())) {
+            return Ok(Err(refused));
+        }
         let until = self.until(&cluster.grant.policy);
         let sources = self.index.lookup(&records);
         Ok(send(cluster, records, sources, until, self.metrics.clone()).await)
@@ -283,6 +297,9 @@ impl HostCluster for KafkaCtx {
         records: Vec<OutputRecord>,
     ) -> wasmtime::Result<Result<Resource<PendingSend>, Error>> {
         let cluster = self.cluster(&cluster)?;
+        if let Err(refused) = self.writable(records.iter().map(|r| r.topic.as_str())) {
+            return Ok(Err(refused));
+        }
         // Outside the plugin call: the grant's own timeout bounds it.
         let until = tokio::time::Instant::now() + cluster.grant.policy.timeout;
         let sources = self.index.lookup(&records);
@@ -308,6 +325,9 @@ impl HostCluster for KafkaCtx {
         configs: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<TopicEnsured, Error>> {
         let cluster = self.cluster(&cluster)?;
+        if let Err(refused) = self.writable(std::iter::once(topic.as_str())) {
+            return Ok(Err(refused));
+        }
         let target = cluster.target.clone();
         let name = topic.clone();
         let found =
@@ -404,4 +424,28 @@ pub fn add_to_linker<T: KafkaView + 'static>(linker: &mut Linker<T>) -> anyhow::
     bindings::spillway::kafka::producer::add_to_linker::<T, HasKafka>(linker, |s| s.kafka())?;
     bindings::spillway::kafka::source::add_to_linker::<T, HasKafka>(linker, |s| s.kafka())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_plugin_writes_an_internal_topic() {
+        let scope = TaskScope {
+            connector: "m1".into(),
+            task: 0,
+            offsets_group: "connect-m1".into(),
+            source: Default::default(),
+            topics: vec!["orders".into()],
+            topics_regex: None,
+            worker_topics: vec!["connect-configs".into()],
+        };
+        let ctx = KafkaCtx::new(&BTreeMap::new(), Some(&scope), CallBudget::default(), Default::default());
+        assert!(ctx.writable(["orders", "us.orders"].into_iter()).is_ok());
+        for topic in ["__consumer_offsets", "connect-configs", "spillway-offsets.m1.internal"] {
+            let refused = ctx.writable(["orders", topic].into_iter()).unwrap_err();
+            assert!(refused.message().contains(topic) && refused.message().contains("no plugin may write"), "{topic}");
+        }
+    }
 }

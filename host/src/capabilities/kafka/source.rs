@@ -31,6 +31,8 @@ pub struct TaskScope {
     pub topics: Vec<String>,
     /// `topics.regex`, when the connector subscribes by pattern.
     pub topics_regex: Option<String>,
+    /// The worker's own topics, which no grant may write.
+    pub worker_topics: Vec<String>,
 }
 
 impl TaskScope {

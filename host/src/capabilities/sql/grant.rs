@@ -91,7 +91,9 @@ impl SqlGrant {
         let target = match scheme {
             "postgres" | "postgresql" | "mysql" | "mariadb" => {
                 let url = url::Url::parse(raw).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
-                if url.password().is_some() {
+                let secret_in_query =
+                    url.query_pairs().any(|(k, _)| matches!(k.to_ascii_lowercase().as_str(), "password" | "passfile"));
+                if url.password().is_some() || secret_in_query {
                     // It would show wherever the config does; password is hidden.
                     bail!("{}: put the password in {}, not in the URL", key("url"), key("password"));
                 }
@@ -238,6 +240,7 @@ mod tests {
             (vec![], "plugin.grant.sql.db.url: Missing required configuration"),
             (vec![("url", "postgres://h/db"), ("pasword", "x")], "plugin.grant.sql.db.pasword: unknown setting"),
             (vec![("url", "postgres://u:pw@h/db")], "put the password in plugin.grant.sql.db.password"),
+            (vec![("url", "postgres://h/db?user=u&password=pw")], "put the password in plugin.grant.sql.db.password"),
             (vec![("url", "oracle://h/db")], "is not a postgres://"),
             (vec![("url", "sqlite::memory:")], "names no file"),
             (vec![("url", "sqlite://data/../etc/x.db")], "absolute path without '..'"),
