@@ -5,7 +5,8 @@
 //! which cannot create topics: partition 0 of the auto-created topic is
 //! used) and on noida-db, which can: the topic is created with one partition,
 //! and a topic with several is refused. And `status.storage.topic`, where
-//! statuses are written as Connect's status topic has them.
+//! statuses are written as Connect's status topic has them. A config read
+//! back from the topic is checked as a REST write is.
 
 mod support;
 
@@ -120,13 +121,28 @@ async fn connectors_kept_in_the_config_topic_come_back_on_another_worker() {
     let value = serde_json::to_vec(&serde_json::json!({"properties": noop_config("written-by-connect")})).unwrap();
     let record = FutureRecord::to(&topic).partition(0).key("connector-written-by-connect").payload(&value);
     producer.send(record, Duration::from_secs(10)).await.unwrap();
+    // And one no REST write would pass: a dead-letter queue into the config
+    // topic itself, whose rejected records every worker would then run.
+    let mut planted = noop_config("planted");
+    planted.insert("errors.tolerance".into(), "all".into());
+    planted.insert("errors.deadletterqueue.topic.name".into(), topic.clone());
+    let value = serde_json::to_vec(&serde_json::json!({"properties": planted})).unwrap();
+    let record = FutureRecord::to(&topic).partition(0).key("connector-planted").payload(&value);
+    producer.send(record, Duration::from_secs(10)).await.unwrap();
 
     // Another worker, with nothing on its disk, reads it all back.
     let second_dir = tempfile::tempdir().unwrap();
     let second = start_worker(&broker.bootstrap, second_dir.path(), &topic).await.expect("second worker");
     let mut names = second.connectors().await.unwrap();
     names.sort();
-    assert_eq!(names, ["kept", "paused", "written-by-connect"]);
+    assert_eq!(names, ["kept", "paused", "planted", "written-by-connect"]);
+    // Read back, checked as a REST write is: failed, naming the rule, with
+    // no task started.
+    wait_for_state(&second, "planted", State::Failed).await;
+    let status = second.status("planted".into()).await.unwrap();
+    let trace = status.connector.trace.unwrap_or_default();
+    assert!(trace.contains("errors.deadletterqueue.topic.name") && trace.contains("the worker's own topic"), "{trace}");
+    assert!(status.tasks.is_empty(), "{status:?}");
     assert_eq!(second.info("kept".into()).await.unwrap().config, noop_config("kept"));
     wait_running(&second, "kept", 1).await;
     wait_running(&second, "written-by-connect", 1).await;

@@ -106,7 +106,7 @@ fn a_file_object_store_is_a_directory_grant() {
         (worker.path("plugins"), "worker's plugin directory"),
         (worker.path("cache"), "worker's compiled-plugin cache"),
         (worker.path("secrets"), "config providers' secrets"),
-        (worker.path(""), "worker config"),
+        (worker.path(""), "worker's config file"),
         (PathBuf::from("/etc"), "outside what the worker's policy.fs.dirs allows"),
         (PathBuf::from("/proc/self"), "kernel's process view"),
     ] {

@@ -65,11 +65,18 @@ async fn the_file_sets_the_policy_and_the_flags_override_it() {
         worker.call(reqwest::Method::POST, "/connectors", json!({"name": "wide", "config": config("2", &data)})).await;
     assert_eq!(status, 400, "{body}");
     assert!(body["message"].as_str().unwrap().contains("above the worker's policy.tasks.max (1)"), "{body}");
+    let elsewhere = dir.path().join("elsewhere");
     let (status, body) = worker
-        .call(reqwest::Method::POST, "/connectors", json!({"name": "far", "config": config("1", dir.path())}))
+        .call(reqwest::Method::POST, "/connectors", json!({"name": "far", "config": config("1", &elsewhere)}))
         .await;
     assert_eq!(status, 400, "{body}");
     assert!(body["message"].as_str().unwrap().contains("policy.fs.dirs"), "{body}");
+    // The directory that holds the worker's config is never granted.
+    let (status, body) = worker
+        .call(reqwest::Method::POST, "/connectors", json!({"name": "home", "config": config("1", dir.path())}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("worker's config file"), "{body}");
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "fits", "config": config("1", &data)})).await;
     worker.wait_running("fits", 1).await;
 }
@@ -79,7 +86,11 @@ async fn the_rest_api_over_https_admits_only_known_users_and_tokens() {
     let broker = Broker::start_or_env();
     let pki = fault_proxy::secured::TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let (users, tokens) = (dir.path().join("users.properties"), dir.path().join("tokens"));
+    // The credentials in a directory of their own, apart from the worker
+    // config (also never granted).
+    let credentials = dir.path().join("credentials");
+    std::fs::create_dir(&credentials).unwrap();
+    let (users, tokens) = (credentials.join("users.properties"), credentials.join("tokens"));
     std::fs::write(&users, "ops=s3cret\n").unwrap();
     std::fs::write(&tokens, "t0ken\n").unwrap();
     let port = support::worker::free_port();
@@ -137,7 +148,7 @@ async fn the_rest_api_over_https_admits_only_known_users_and_tokens() {
         .bearer_auth("t0ken")
         .json(&json!({"name": unique("creds"), "config": {
             "connector.class": "misbehave", "topics": unique("t"),
-            "plugin.grant.fs.data.path": dir.path().to_str().unwrap()}}))
+            "plugin.grant.fs.data.path": credentials.to_str().unwrap()}}))
         .send()
         .await
         .unwrap();

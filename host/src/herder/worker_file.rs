@@ -192,7 +192,7 @@ impl WorkerFile {
             ..WorkerDefaults::default()
         };
         let mut files: Vec<(PathBuf, &'static str)> = Vec::new();
-        files.extend(source.map(|p| (p.to_path_buf(), "worker config")));
+        files.extend(source.map(|p| (p.to_path_buf(), "config file")));
         let rest = [&self.rest_users, &self.rest_tokens, &self.listener_tls.as_ref().map(|(_, key)| key.clone())];
         files.extend(rest.into_iter().flatten().map(|p| (p.clone(), "a REST credentials or key file")));
         files.extend(self.clients.key_files().into_iter().map(|p| (p, "Kafka client key")));
