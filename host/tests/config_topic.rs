@@ -140,7 +140,7 @@ async fn connectors_kept_in_the_config_topic_come_back_on_another_worker() {
     // no task started.
     wait_for_state(&second, "planted", State::Failed).await;
     let status = second.status("planted".into()).await.unwrap();
-    let trace = status.connector.trace.unwrap_or_default();
+    let trace = status.connector.trace.clone().unwrap_or_default();
     assert!(trace.contains("errors.deadletterqueue.topic.name") && trace.contains("the worker's own topic"), "{trace}");
     assert!(status.tasks.is_empty(), "{status:?}");
     assert_eq!(second.info("kept".into()).await.unwrap().config, noop_config("kept"));
