@@ -316,6 +316,10 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200, "{infos}");
     assert_eq!(infos["error_count"], 0, "{infos:#}");
     assert!(infos.get("warnings").is_none(), "a classic group needs no warning: {infos:#}");
+    let tolerance = infos["configs"].as_array().unwrap().iter().find(|c| c["value"]["name"] == "errors.tolerance");
+    let tolerance = tolerance.expect("errors.tolerance is listed");
+    assert_eq!(tolerance["value"]["value"], "none", "an unset key shows its default, as Connect's do");
+    assert!(tolerance["definition"]["order_in_group"].is_number(), "Connect's name for a key's place: {tolerance}");
 
     // A share group without a DLQ is valid, with a warning: the broker
     // archives a record that still fails on its last delivery.
@@ -340,6 +344,12 @@ async fn worker_info_plugins_and_validation() {
     let mismatch = json!({"connector.class": "file-sink", "topics": "t"});
     let (status, body) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(mismatch)).await;
     assert!(assert_error(status, &body, 400).contains("does not match"));
+
+    // A plugin that is not installed is a bad request, as in Connect.
+    let unknown = json!({"topics": "t"});
+    let (status, body) =
+        host.call(Method::PUT, "/connector-plugins/no-such-plugin/config/validate", Some(unknown)).await;
+    assert!(assert_error(status, &body, 400).contains("no-such-plugin"));
     host.shutdown().await;
 }
 

@@ -374,6 +374,7 @@ mod tests {
             state,
             worker_id: "w:8083".into(),
             trace: trace.map(String::from),
+            version: None,
             delivery: None,
             guarantee: None,
             plugin: None,
@@ -381,7 +382,7 @@ mod tests {
         };
         let status = ConnectorStateInfo {
             name: "c".into(),
-            connector: InstanceState { state: State::Running, worker_id: "w:8083".into(), trace: None },
+            connector: InstanceState { state: State::Running, worker_id: "w:8083".into(), trace: None, version: None },
             tasks: vec![task(0, State::Running, None), task(1, State::Failed, Some("boom\nat line 2"))],
             kind: "sink".into(),
         };

@@ -52,6 +52,9 @@ pub struct InstanceState {
     pub worker_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The plugin's version, as Connect 4 reports it (KIP-891).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +64,9 @@ pub struct TaskState {
     pub worker_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The plugin's version, as Connect 4 reports it (KIP-891).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Spillway's own, for share-group tasks: how the task treats a record's
     /// deliveries. Connect clients ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +172,8 @@ pub struct ConfigKeyInfo {
     pub width: String,
     pub display_name: String,
     pub dependents: Vec<String>,
+    /// Connect's JSON name: the key's place in its group.
+    #[serde(rename = "order_in_group")]
     pub order: i32,
 }
 

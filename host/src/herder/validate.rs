@@ -125,7 +125,9 @@ fn config_infos(
     let mut configs: Vec<ConfigInfo> = keys
         .into_iter()
         .map(|definition| {
-            let value = shown_value(config, &definition.name, definition.kind == "PASSWORD");
+            // As Connect: an unset key's value is its default.
+            let value = shown_value(config, &definition.name, definition.kind == "PASSWORD")
+                .or_else(|| definition.default_value.clone());
             let errors = errors.remove(&definition.name).unwrap_or_default();
             config_info(definition, value, errors)
         })

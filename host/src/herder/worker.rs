@@ -67,6 +67,13 @@ struct ConnectorRuntime {
     active_topics: ActiveTopics,
 }
 
+impl ConnectorRuntime {
+    /// The version of the plugin build its config picks.
+    fn version(&self) -> Option<String> {
+        self.plugin.as_ref().map(|p| p.metadata.version.clone())
+    }
+}
+
 struct TaskRuntime {
     state: State,
     trace: Option<String>,
@@ -83,6 +90,11 @@ struct TaskRuntime {
 }
 
 impl TaskRuntime {
+    /// The version of the plugin build this run of the task runs.
+    fn version(&self) -> Option<String> {
+        self.plugin.as_ref().map(|p| p.version.clone())
+    }
+
     /// A task that is not running, in `state`.
     fn idle(state: State) -> Self {
         TaskRuntime {
@@ -249,19 +261,20 @@ impl Worker {
     fn publish_statuses(&mut self) {
         let Some(writer) = &mut self.statuses else { return };
         let worker_id = &self.config.worker_id;
-        let status = |state: State, trace: &Option<String>, generation: u64| Status {
+        let status = |state: State, trace: &Option<String>, generation: u64, version: Option<String>| Status {
             state,
             trace: trace.clone(),
             worker_id: worker_id.clone(),
             generation,
+            version,
         };
         let mut now = BTreeMap::new();
         for (name, c) in &self.connectors {
             if self.membership.as_ref().is_none_or(|m| m.owned.connectors.contains(name)) {
-                now.insert(connector_key(name), status(c.state, &c.trace, 0));
+                now.insert(connector_key(name), status(c.state, &c.trace, 0, c.version()));
             }
             for (id, t) in &c.tasks {
-                now.insert(task_key(name, *id), status(t.state, &t.trace, t.generation));
+                now.insert(task_key(name, *id), status(t.state, &t.trace, t.generation, t.version()));
             }
         }
         // In a group, work that left this worker is reported by its new
@@ -545,7 +558,7 @@ impl Worker {
     /// unless `previous`, the config it replaces, had the same group).
     async fn check_config(&self, config: &ConfigMap, previous: Option<&ConfigMap>) -> HerderResult<()> {
         let plugin_name = config.get("connector.class").cloned().unwrap_or_default();
-        let infos = self.validate(plugin_name, config.clone()).await?;
+        let infos = self.validate_config(plugin_name, config.clone()).await;
         if infos.error_count == 0 {
             for warning in &infos.warnings {
                 tracing::warn!(connector = config.get("name").map(String::as_str).unwrap_or(""), "{warning}");
@@ -1121,15 +1134,20 @@ impl Worker {
         let c = self.connector(name)?;
         let worker_id = self.config.worker_id.clone();
         let elsewhere = |key: String| match self.status_view.as_ref().and_then(|view| view.get(&key)) {
-            Some(status) => (status.state, status.worker_id, status.trace),
-            None => (State::Unassigned, String::new(), None),
+            Some(status) => (status.state, status.worker_id, status.trace, status.version),
+            None => (State::Unassigned, String::new(), None, None),
         };
         let connector = match &self.membership {
             Some(m) if !m.owned.connectors.contains(name) => {
-                let (state, worker_id, trace) = elsewhere(connector_key(name));
-                InstanceState { state, worker_id, trace }
+                let (state, worker_id, trace, version) = elsewhere(connector_key(name));
+                InstanceState { state, worker_id, trace, version }
             }
-            _ => InstanceState { state: c.state, worker_id: worker_id.clone(), trace: c.trace.clone() },
+            _ => InstanceState {
+                state: c.state,
+                worker_id: worker_id.clone(),
+                trace: c.trace.clone(),
+                version: c.version(),
+            },
         };
         let tasks = self
             .task_ids(c)
@@ -1140,6 +1158,7 @@ impl Worker {
                     state: t.state,
                     worker_id: worker_id.clone(),
                     trace: t.trace.clone(),
+                    version: t.version(),
                     delivery: t.metrics.share_delivery.get().map(|rules| TaskDelivery {
                         rules: rules.clone(),
                         records_archived: t.metrics.archived.load(std::sync::atomic::Ordering::Relaxed),
@@ -1149,8 +1168,9 @@ impl Worker {
                     swap: t.swap.clone(),
                 },
                 None => {
-                    let (state, worker_id, trace) = elsewhere(task_key(name, id));
-                    TaskState { id, state, worker_id, trace, delivery: None, guarantee: None, plugin: None, swap: None }
+                    let (state, worker_id, trace, version) = elsewhere(task_key(name, id));
+                    let (delivery, guarantee, plugin, swap) = (None, None, None, None);
+                    TaskState { id, state, worker_id, trace, version, delivery, guarantee, plugin, swap }
                 }
             })
             .collect();
@@ -1261,9 +1281,22 @@ impl Worker {
         Ok((true, info))
     }
 
+    /// `PUT /connector-plugins/{plugin}/config/validate`: a plugin that is
+    /// not installed at all is a bad request, as in Connect, not a config
+    /// with one wrong value.
     pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
+        if let Err(refusal) = self.plugins.resolve(&plugin, &PluginPick::of(&config))
+            && refusal.key == "connector.class"
+        {
+            return Err(HerderError::BadRequest(refusal.message));
+        }
+        Ok(self.validate_config(plugin, config).await)
+    }
+
+    /// Every problem of `config` for `plugin`, a missing plugin included.
+    async fn validate_config(&self, plugin: String, config: ConfigMap) -> ConfigInfos {
         let resolved = self.plugins.resolve(&plugin, &PluginPick::of(&config));
-        Ok(validate::validate(&self.runtime, &plugin, resolved, &config, &self.config.defaults).await)
+        validate::validate(&self.runtime, &plugin, resolved, &config, &self.config.defaults).await
     }
 
     // ---- offsets of connectors (classic and share groups) ----

@@ -1,7 +1,9 @@
 //! `/admin/loggers`: Connect's logger-level endpoints over `tracing`.
 //!
 //! A logger is a `tracing` target (a module path such as `spillway::task`);
-//! `root` is the default level. Levels are changed by rebuilding the
+//! `root` is the default level. As Connect lists every logger log4j has
+//! created, Spillway lists every target that has logged (its callsites
+//! registered), each at the level it inherits unless one was set. Levels are changed by rebuilding the
 //! `EnvFilter` behind a `tracing_subscriber::reload` layer, so a change takes
 //! effect at once without restarting anything.
 
@@ -14,7 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing_subscriber::EnvFilter;
@@ -39,6 +41,20 @@ type Apply = dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync;
 pub struct LogLevels {
     inner: Arc<Mutex<Levels>>,
     apply: Arc<Apply>,
+    seen: SeenTargets,
+}
+
+/// A layer that notes the target of each callsite the process registers:
+/// the loggers that exist, as log4j's are those some class created.
+#[derive(Clone, Default)]
+pub struct SeenTargets(Arc<Mutex<BTreeSet<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SeenTargets {
+    fn register_callsite(&self, metadata: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        self.0.lock().unwrap().insert(metadata.target().to_string());
+        // Whether it is enabled is the filter's to say.
+        tracing::subscriber::Interest::always()
+    }
 }
 
 struct Levels {
@@ -75,7 +91,9 @@ impl LogLevels {
         let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| default_directives.to_string());
         let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
         let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-        let registry = tracing_subscriber::registry().with(filter);
+        let seen = SeenTargets::default();
+        // Outside the filter: a callsite it disables is a logger all the same.
+        let registry = tracing_subscriber::registry().with(filter).with(seen.clone());
         match format {
             // Colour only on a terminal: not in files, pipes or log shippers.
             LogFormat::Text => {
@@ -85,7 +103,13 @@ impl LogLevels {
             // connector and task as fields.
             LogFormat::Json => registry.with(lines.json().with_current_span(true).with_span_list(false)).init(),
         }
-        Self::new(handle, &directives)
+        Self::new(handle, &directives).seeing(seen)
+    }
+
+    /// Lists the targets `seen` has noted as loggers too.
+    pub fn seeing(mut self, seen: SeenTargets) -> Self {
+        self.seen = seen;
+        self
     }
 
     fn with_apply(directives: &str, apply: Arc<Apply>) -> Self {
@@ -114,13 +138,17 @@ impl LogLevels {
                 },
             }
         }
-        LogLevels { inner: Arc::new(Mutex::new(levels)), apply }
+        LogLevels { inner: Arc::new(Mutex::new(levels)), apply, seen: SeenTargets::default() }
     }
 
-    /// Every logger with a level set, `root` included.
+    /// Every logger: `root`, those with a level set, and every target seen,
+    /// at the level it inherits.
     pub fn all(&self) -> BTreeMap<String, LoggerLevel> {
         let levels = self.inner.lock().unwrap();
-        let mut all = levels.targets.clone();
+        let seen = self.seen.0.lock().unwrap();
+        let mut all: BTreeMap<String, LoggerLevel> =
+            seen.iter().map(|target| (target.clone(), levels.effective(target))).collect();
+        all.extend(levels.targets.clone());
         all.insert(ROOT_LOGGER.into(), levels.root.clone());
         all
     }
@@ -130,7 +158,8 @@ impl LogLevels {
         if logger.eq_ignore_ascii_case(ROOT_LOGGER) {
             return Some(levels.root.clone());
         }
-        levels.targets.get(logger).cloned()
+        let known = levels.targets.contains_key(logger) || self.seen.0.lock().unwrap().contains(logger);
+        known.then(|| levels.effective(logger))
     }
 
     /// Sets `logger` and every logger below it (`root`: every logger) to
@@ -151,7 +180,7 @@ impl LogLevels {
             next_targets.entry(logger.to_string()).or_insert_with(|| entry.clone());
         }
         for (name, current) in next_targets.iter_mut() {
-            if is_root || name == logger || name.starts_with(&format!("{logger}::")) {
+            if is_root || name == logger || is_below(name, logger) {
                 *current = entry.clone();
                 affected.push(name.clone());
             }
@@ -170,7 +199,11 @@ impl LogLevels {
         })?;
         levels.root = next_root;
         levels.targets = next_targets;
+        // Seen loggers below it inherit the level: Connect names them too.
+        let seen = self.seen.0.lock().unwrap();
+        affected.extend(seen.iter().filter(|t| is_root || is_below(t, logger)).cloned());
         affected.sort();
+        affected.dedup();
         Ok(affected)
     }
 
@@ -179,6 +212,29 @@ impl LogLevels {
         let levels = self.inner.lock().unwrap();
         render(&levels.root, &levels.targets, &levels.other)
     }
+}
+
+impl Levels {
+    /// The level `target` has: its own, else its nearest parent's (a module
+    /// path parent: `a` of `a::b`), else root's.
+    fn effective(&self, target: &str) -> LoggerLevel {
+        let mut name = target;
+        loop {
+            if let Some(level) = self.targets.get(name) {
+                let own = name == target;
+                return LoggerLevel { level: level.level.clone(), last_modified: level.last_modified.filter(|_| own) };
+            }
+            match name.rsplit_once("::") {
+                Some((parent, _)) => name = parent,
+                None => return LoggerLevel { level: self.root.level.clone(), last_modified: None },
+            }
+        }
+    }
+}
+
+/// Whether `name` is a module path below `parent`.
+fn is_below(name: &str, parent: &str) -> bool {
+    name.strip_prefix(parent).is_some_and(|rest| rest.starts_with("::"))
 }
 
 fn render(root: &LoggerLevel, targets: &BTreeMap<String, LoggerLevel>, other: &[String]) -> String {
@@ -303,5 +359,25 @@ mod tests {
         assert_eq!(levels.set("a", "LOUD").unwrap_err().status, StatusCode::NOT_FOUND);
         assert_eq!(levels.set("a=b", "INFO").unwrap_err().status, StatusCode::BAD_REQUEST);
         assert_eq!(levels.get("a").unwrap().level, "ERROR", "a refused change leaves levels alone");
+    }
+
+    #[test]
+    fn targets_that_logged_are_loggers_at_the_level_they_inherit() {
+        use tracing_subscriber::util::SubscriberInitExt;
+        let (layer, handle) = reload::Layer::new(EnvFilter::new("info,app=warn,lib=error"));
+        let seen = SeenTargets::default();
+        let _guard = tracing_subscriber::registry().with(layer).with(seen.clone()).set_default();
+        let levels = LogLevels::new(handle, "info,app=warn,lib=error").seeing(seen);
+        assert!(levels.get("app::db").is_none(), "no logger before its target logs");
+        tracing::warn!(target: "app::db", "seen");
+        tracing::info!(target: "lib::quiet", "filtered out, and still a logger");
+        tracing::info!(target: "other", "at root's level");
+        assert_eq!(levels.get("app::db").unwrap().level, "WARN");
+        assert_eq!(levels.get("lib::quiet").unwrap(), LoggerLevel { level: "ERROR".into(), last_modified: None });
+        assert_eq!(levels.get("other").unwrap().level, "INFO");
+        assert!(levels.all().contains_key("app::db"));
+        assert_eq!(levels.set("app", "debug").unwrap(), vec!["app", "app::db"]);
+        assert_eq!(levels.get("app::db").unwrap().level, "DEBUG");
+        assert!(levels.get("app::db").unwrap().last_modified.is_none(), "inherited, not set");
     }
 }

@@ -212,6 +212,13 @@ impl ConnectorConfig {
                 "must not be one of the connector's own topics, and topics.regex matches it",
             );
         }
+        // Connect's keys for stages not built here are refused, not passed
+        // over: records would reach the plugin untransformed.
+        for key in ["transforms", "predicates"] {
+            if raw.get(key).is_some_and(|v| !v.trim().is_empty()) {
+                problem(key, "Kafka Connect's transforms and predicates do not run in Spillway yet; remove the key");
+            }
+        }
         let mut named: Vec<(&str, &str)> = topics.iter().map(|t| ("topics", t.as_str())).collect();
         named.extend(dlq_topic.map(|t| ("errors.deadletterqueue.topic.name", t)));
         let pattern = topics_regex.as_deref().and_then(|r| topics_pattern(r).ok());
@@ -876,6 +883,21 @@ mod tests {
             raw.remove("topics");
         }
         raw
+    }
+
+    #[test]
+    fn transforms_and_predicates_are_refused_not_passed_over() {
+        let mut raw = BTreeMap::from([
+            ("name".to_string(), "c".to_string()),
+            ("connector.class".to_string(), "noop-sink".to_string()),
+            ("topics".to_string(), "t".to_string()),
+            ("transforms".to_string(), "".to_string()),
+        ]);
+        assert!(ConnectorConfig::parse(&raw, &Default::default()).is_ok(), "empty, as Connect's default");
+        raw.insert("transforms".into(), "mask".into());
+        raw.insert("predicates".into(), "isFoo".into());
+        let keys: Vec<String> = problems_of(&raw).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["transforms", "predicates"]);
     }
 
     fn problems_of(raw: &BTreeMap<String, String>) -> Vec<(String, String)> {

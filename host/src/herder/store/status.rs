@@ -42,6 +42,9 @@ pub struct Status {
     /// A task's incarnation on this worker; 0 for a connector.
     #[serde(default)]
     pub generation: u64,
+    /// The version of the plugin it runs, for the status of other workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 pub fn connector_key(name: &str) -> String {
