@@ -32,8 +32,10 @@ install_test_services() {
   # (PyPI; correct transactions, which librdkafka's mock lacks) unless
   # SPILLWAY_TEST_TXN_SOURCE and SPILLWAY_TEST_TXN_TARGET name clusters.
   have noida-db 0.2.3 || python3 -m pip install -q 'noida-db==0.2.3'
-  # Apache Kafka's jars, through Maven, into a cache outside the work tree.
-  [ -n "${SPILLWAY_TEST_BOOTSTRAP:-}" ] || scripts/kafka.sh fetch
+  # Apache Kafka's jars, through Maven, into a cache outside the work tree,
+  # with Kafka Connect's file connector for the REST differential test
+  # (which runs Connect beside Spillway whatever broker the tests use).
+  scripts/connect.sh fetch
   # The REST API's fuzz test runs schemathesis against the OpenAPI document.
   python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
   # The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which
