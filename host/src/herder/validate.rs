@@ -304,7 +304,7 @@ mod tests {
             tasks,
             json!({"name": "tasks.max", "type": "INT", "required": false, "default_value": "1", "importance": "HIGH",
                    "documentation": "Maximum number of tasks (group members) to run.", "group": "Common",
-                   "width": "NONE", "display_name": "tasks.max", "dependents": [], "order": 3})
+                   "width": "NONE", "display_name": "tasks.max", "dependents": [], "order_in_group": 3})
         );
         let token = infos.iter().find(|k| k.name == "plugin.grant.<capability>.<name>.token").unwrap();
         assert_eq!((token.kind.as_str(), token.group.as_deref()), ("PASSWORD", Some("Grants")));
