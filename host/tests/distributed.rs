@@ -9,27 +9,12 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::worker::{PATIENCE, Worker};
+use support::worker::{PATIENCE, Worker, group_member_config};
 use support::{Broker, assert_none_lost, count_keys, file_sink_keys, produce, unique};
-
-/// The worker config of one member of `group`.
-fn member_config(dir: &Path, group: &str) -> std::path::PathBuf {
-    let path = dir.join("worker.properties");
-    let text = format!(
-        "group.id={group}\n\
-         config.storage.topic={group}-configs\n\
-         status.storage.topic={group}-status\n\
-         session.timeout.ms=6000\n\
-         heartbeat.interval.ms=1000\n\
-         scheduled.rebalance.max.delay.ms=0\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 async fn start_member(broker: &Broker, group: &str, log: &str) -> (Worker, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let config = member_config(dir.path(), group);
+    let config = group_member_config(dir.path(), group);
     let worker =
         Worker::start_with(&broker.bootstrap, dir.path(), "text", log, &["--config", config.to_str().unwrap()]).await;
     (worker, dir)

@@ -45,8 +45,8 @@ pub fn differences(
         if c.status != s.status {
             push("status".into(), c.status.to_string(), s.status.to_string());
         }
-        let c_body = normalise::answer(c.step, c.status, &c.body, connect.0);
-        let s_body = normalise::answer(s.step, s.status, &s.body, spillway.0);
+        let c_body = normalise::answer(c.step, &c.body, connect.0);
+        let s_body = normalise::answer(s.step, &s.body, spillway.0);
         walk("", &c_body, &s_body, &mut push);
     }
     found

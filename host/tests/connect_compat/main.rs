@@ -19,14 +19,11 @@ mod sequence;
 mod targets;
 
 use compare::{Difference, glob};
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use std::path::PathBuf;
-use support::cluster::kafka_sh;
+use support::cluster::{Cluster, create_topic};
 use targets::Target;
 
-fn repo() -> PathBuf {
+pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -63,47 +60,21 @@ fn allow_list() -> Vec<Allowed> {
 
 /// test.sh's shared Apache Kafka, or else one of this test's own: Kafka
 /// Connect needs a real broker (librdkafka's mock lacks its admin calls).
-struct Kafka {
-    bootstrap: String,
-    description: String,
-    own: Option<tempfile::TempDir>,
-}
-
-impl Kafka {
-    fn shared_or_own() -> Kafka {
-        if std::env::var_os(support::BOOTSTRAP_ENV).is_some() {
-            let broker = support::Broker::start_or_env();
-            return Kafka { bootstrap: broker.bootstrap.clone(), description: broker.description.clone(), own: None };
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let bootstrap = kafka_sh(&["start", "--dir"], dir.path());
-        let description = format!("Apache Kafka (scripts/kafka.sh, this test's own) at {bootstrap}");
-        Kafka { bootstrap, description, own: Some(dir) }
+/// Answers the bootstrap, its description, and what stops an own cluster.
+fn shared_or_own_kafka() -> (String, String, Option<Cluster>) {
+    if std::env::var_os(support::BOOTSTRAP_ENV).is_some() {
+        let broker = support::Broker::start_or_env();
+        return (broker.bootstrap.clone(), broker.description.clone(), None);
     }
-}
-
-impl Drop for Kafka {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.own {
-            kafka_sh(&["stop", "--dir"], dir.path());
-        }
-    }
-}
-
-async fn create_topic(bootstrap: &str, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-    let topics = [NewTopic::new(topic, 1, TopicReplication::Fixed(1))];
-    for result in admin.create_topics(&topics, &AdminOptions::new()).await.expect("CreateTopics") {
-        result.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
-    }
+    let own = Cluster::kafka();
+    (own.bootstrap.clone(), own.description.clone(), Some(own))
 }
 
 /// Runs the sequence on both targets at once and returns the differences.
 async fn compare(mode: &'static str, bootstrap: &str, connect: Target, spillway: Target) -> Vec<Difference> {
     for target in [&connect, &spillway] {
         println!("{mode}: {} at {}", target.label, target.url);
-        create_topic(bootstrap, &target.topic).await;
+        create_topic(bootstrap, &target.topic, 1).await;
         support::produce_to(bootstrap, &target.topic, Some(0), sequence::RECORDS as usize).await;
     }
     let (connect_answers, spillway_answers) = tokio::join!(sequence::run(&connect), sequence::run(&spillway));
@@ -121,22 +92,22 @@ async fn compare(mode: &'static str, bootstrap: &str, connect: Target, spillway:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spillway_answers_as_kafka_connect() {
-    let broker = Kafka::shared_or_own();
-    println!("broker: {}", broker.description);
+    let (bootstrap, description, _own) = shared_or_own_kafka();
+    println!("broker: {description}");
     let run = support::unique("").trim_start_matches('-')[..8].to_string();
 
     let standalone = compare(
         "standalone",
-        &broker.bootstrap,
-        Target::connect(&broker.bootstrap, None, &format!("standalone-{run}")),
-        Target::spillway(&broker.bootstrap, None, &format!("standalone-{run}")).await,
+        &bootstrap,
+        Target::connect(&bootstrap, None, &format!("standalone-{run}")),
+        Target::spillway(&bootstrap, None, &format!("standalone-{run}")).await,
     );
     let group = format!("diff-{run}");
     let distributed = compare(
         "distributed",
-        &broker.bootstrap,
-        Target::connect(&broker.bootstrap, Some(&format!("{group}-connect")), &format!("distributed-{run}")),
-        Target::spillway(&broker.bootstrap, Some(&format!("{group}-spillway")), &format!("distributed-{run}")).await,
+        &bootstrap,
+        Target::connect(&bootstrap, Some(&format!("{group}-connect")), &format!("distributed-{run}")),
+        Target::spillway(&bootstrap, Some(&format!("{group}-spillway")), &format!("distributed-{run}")).await,
     );
     let (mut differences, distributed) = tokio::join!(standalone, distributed);
     differences.extend(distributed);

@@ -65,7 +65,7 @@ const RULES: &[(&str, &str, Rule)] = &[
 ];
 
 /// `body` of `step` as compared.
-pub fn answer(step: &str, _status: u16, body: &Value, target: &Target) -> Value {
+pub fn answer(step: &str, body: &Value, target: &Target) -> Value {
     let own = target.own_values();
     let placed = placeholders(body, &own);
     apply(step, "", placed).unwrap_or(Value::Null)
@@ -148,7 +148,7 @@ fn shape(step: &str, at: &str, value: Value) -> Value {
 }
 
 /// A value with every leaf replaced by its kind, except strings that are
-/// placeholders already or one of a closed set (states and types).
+/// placeholders already or a plugin type.
 fn kind_deep(value: &Value) -> Value {
     match value {
         Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), kind_deep(v))).collect(),

@@ -4,9 +4,10 @@
 //! each with its own connector name and topic (they must not share a
 //! consumer group).
 
-use crate::support::worker::Worker;
+use crate::repo;
+use crate::support::worker::{Worker, group_member_config};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// One server under test and what is its own in its answers.
@@ -42,10 +43,6 @@ impl Drop for Process {
             connect_sh(&["stop", "--dir", dir.to_str().unwrap()]);
         }
     }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn connect_sh(args: &[&str]) -> String {
@@ -96,7 +93,7 @@ impl Target {
         let worker = match group {
             None => Worker::start(bootstrap, dir.path(), "text", "worker.log").await,
             Some(group) => {
-                let config = member_config(dir.path(), group);
+                let config = group_member_config(dir.path(), group);
                 Worker::start_with(bootstrap, dir.path(), "text", "worker.log", &["--config", config.to_str().unwrap()])
                     .await
             }
@@ -159,19 +156,4 @@ impl Target {
         values.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
         values
     }
-}
-
-/// A one-member Spillway group, as tests/distributed.rs configures one.
-fn member_config(dir: &Path, group: &str) -> PathBuf {
-    let path = dir.join("worker.properties");
-    let text = format!(
-        "group.id={group}\n\
-         config.storage.topic={group}-configs\n\
-         status.storage.topic={group}-status\n\
-         session.timeout.ms=6000\n\
-         heartbeat.interval.ms=1000\n\
-         scheduled.rebalance.max.delay.ms=0\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
 }

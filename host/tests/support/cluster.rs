@@ -65,7 +65,8 @@ impl Cluster {
         cluster
     }
 
-    fn kafka() -> Cluster {
+    /// Apache Kafka of this test's own, through `scripts/kafka.sh`.
+    pub fn kafka() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let bootstrap = kafka_sh(&["start", "--dir"], dir.path());
         let description = format!("Apache Kafka (scripts/kafka.sh) at {bootstrap}");
@@ -165,15 +166,7 @@ impl Cluster {
     }
 
     pub async fn create_topic(&self, topic: &str, partitions: i32) {
-        let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().unwrap();
-        let results = admin
-            .create_topics([&NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &AdminOptions::new())
-            .await
-            .expect("CreateTopics");
-        for result in results {
-            result.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
-        }
+        create_topic(&self.bootstrap, topic, partitions).await
     }
 
     /// Every record of `topic` as (partition, key, value, headers,
@@ -299,6 +292,20 @@ impl Drop for SecuredKafka {
         if let Some(dir) = &self._own {
             kafka_sh(&["stop", "--dir"], dir.path());
         }
+    }
+}
+
+/// Creates `topic` with `partitions` partitions, replicated once, on the
+/// cluster at `bootstrap`.
+pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let results = admin
+        .create_topics([&NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &AdminOptions::new())
+        .await
+        .expect("CreateTopics");
+    for result in results {
+        result.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
     }
 }
 

@@ -8,6 +8,22 @@ use std::time::{Duration, Instant};
 
 pub const PATIENCE: Duration = Duration::from_secs(90);
 
+/// The worker config of one member of `group` (a config topic and a status
+/// topic named after it, quick failure detection), written into `dir`.
+pub fn group_member_config(dir: &Path, group: &str) -> PathBuf {
+    let path = dir.join("worker.properties");
+    let text = format!(
+        "group.id={group}\n\
+         config.storage.topic={group}-configs\n\
+         status.storage.topic={group}-status\n\
+         session.timeout.ms=6000\n\
+         heartbeat.interval.ms=1000\n\
+         scheduled.rebalance.max.delay.ms=0\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
