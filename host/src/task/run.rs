@@ -33,10 +33,9 @@ const LOCK_SAFETY_MARGIN: Duration = Duration::from_secs(5);
 /// Acknowledgements ride on the next fetch; commits that report on them (and
 /// classic offset commits) happen when the loop idles, and at least this often.
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
-/// While nothing arrives and nothing is held, the plugin still gets an
-/// empty `put` this often (as Connect calls `put` on every empty poll), so
-/// that it can do periodic work: a mirror's checkpoints, say, which must
-/// run on task 0 even when the other tasks took every record.
+/// Once it has had records, while nothing arrives and nothing is held, the
+/// plugin still gets an empty `put` this often (as Connect calls `put` on every empty poll), so
+/// that it can do periodic work: a mirror's checkpoints, say.
 const IDLE_TICK: Duration = Duration::from_secs(1);
 /// The first pause before a failed batch is put again; it doubles per failed
 /// round, up to `errors.retry.delay.max.ms`.
@@ -146,7 +145,9 @@ impl TaskLoop {
                     // Put with the failed batch once the target is back.
                     self.admit(next, Stage::Waiting).await?;
                 }
-            } else if self.records.is_holding() || self.last_tick.elapsed() >= IDLE_TICK {
+            } else if self.records.is_holding()
+                || (self.last_put > Duration::ZERO && self.last_tick.elapsed() >= IDLE_TICK)
+            {
                 self.tick().await?;
             }
             self.flush_if_due(idle).await?;

@@ -136,10 +136,6 @@ impl Misbehave {
             settled: Vec::new(),
         };
         let probe = |seen: String| Ok(each(&|_| Outcome::Reject(seen.clone())));
-        // It misbehaves on records: the host's idle ticks (empty puts) pass.
-        if batch.is_empty() {
-            return Ok(PutReport::accept_all(0));
-        }
         match self.mode.as_str() {
             "accept" => Ok(PutReport::accept_all(batch.len())),
             "accept-slowly" => {
