@@ -9,6 +9,7 @@
 pub mod capabilities;
 pub mod cli;
 pub mod config;
+pub mod connector;
 pub mod herder;
 pub mod kafka;
 pub mod policy;

@@ -2,10 +2,11 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
+use spillway::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::runtime::Runtime;
-use spillway::task::{self, ConnectorConfig, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
+use spillway::task::{self, TaskExit, TaskMetrics, TaskSpec};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -165,7 +166,7 @@ fn main() -> Result<()> {
         Command::ConfigKeys { worker } => {
             let keys = match worker {
                 true => spillway::herder::worker_keys(),
-                false => spillway::task::config::connector_keys(),
+                false => spillway::connector::connector_keys(),
             };
             print!("{}", keys.markdown_table());
             Ok(())
@@ -226,7 +227,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
             tracing::warn!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
             _embedded = Some(broker);
             // The embedded broker has no share groups.
-            defaults.group_protocol = spillway::task::GroupProtocol::Classic;
+            defaults.group_protocol = GroupProtocol::Classic;
             b
         }
     };
@@ -338,8 +339,8 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         tasks.push(tokio::spawn(task.run(stop.clone())));
     }
     let protocol = match config.group_protocol {
-        task::GroupProtocol::Share => "a share group",
-        task::GroupProtocol::Classic => "a classic consumer group",
+        GroupProtocol::Share => "a share group",
+        GroupProtocol::Classic => "a classic consumer group",
     };
     eprintln!(
         "connector {} running {} task(s) in {protocol} on {}",

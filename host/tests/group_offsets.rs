@@ -17,11 +17,11 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use spillway::connector::WorkerDefaults;
 use spillway::herder::{
     ConfigMap, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, TargetState,
     WorkerConfig,
 };
-use spillway::task::WorkerDefaults;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -7,8 +7,8 @@
 //! The REST API's own guards (415 for a browser's bodies, 421 for a foreign
 //! Host) are probed in `rest_api.rs`.
 
+use spillway::connector::ConnectorConfig;
 use spillway::herder::WorkerFile;
-use spillway::task::ConnectorConfig;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// its own files protected as the worker protects them.
 struct Worker {
     root: tempfile::TempDir,
-    defaults: spillway::task::WorkerDefaults,
+    defaults: spillway::connector::WorkerDefaults,
 }
 
 impl Worker {

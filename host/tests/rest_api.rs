@@ -7,13 +7,13 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use spillway::connector::WorkerDefaults;
 use spillway::herder::{Herder, WorkerConfig, WorkerFile};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::policy::{AddrPattern, GrantPolicy};
 use spillway::rest::{self, LogLevels};
 use spillway::runtime::Runtime;
-use spillway::task::WorkerDefaults;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::oneshot;

@@ -430,7 +430,7 @@ async fn a_tasks_plugin_is_not_given_the_hosts_secrets() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let config = spillway::task::ConnectorConfig::parse(&raw, &Default::default()).unwrap();
+    let config = spillway::connector::ConnectorConfig::parse(&raw, &Default::default()).unwrap();
     let (runtime, plugin) = (runtime(), load("misbehave").await);
     let (mut instance, _) = spillway::task::start_instance(runtime, &plugin, &config, 0, "127.0.0.1:9").await.unwrap();
     let report = instance.put(&[record(0)]).await.unwrap();

@@ -8,9 +8,10 @@
 
 mod support;
 
+use spillway::connector::{ConnectorConfig, WorkerDefaults};
 use spillway::herder::{ConfigMap, Herder, HerderError, State};
 use spillway::runtime::Runtime;
-use spillway::task::{self, ConnectorConfig, FlushCause, TaskExit, TaskMetrics, TaskSpec, WorkerDefaults};
+use spillway::task::{self, FlushCause, TaskExit, TaskMetrics, TaskSpec};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;

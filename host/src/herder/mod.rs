@@ -20,11 +20,12 @@ pub use types::*;
 pub use worker_file::{Group, WorkerFile, worker_keys};
 
 use crate::capabilities::op::{OpKey, OpStats};
+use crate::connector::WorkerDefaults;
 use crate::kafka::clients::{ClusterAccess, Role};
 use crate::kafka::group_member::{GroupMember, GroupSettings};
 use crate::kafka::share::Cluster;
 use crate::runtime::Runtime;
-use crate::task::{TaskMetrics, WorkerDefaults};
+use crate::task::TaskMetrics;
 use futures::future::BoxFuture;
 use offsets::OffsetsChange;
 use std::path::PathBuf;

@@ -6,10 +6,10 @@
 
 use super::types::{ConnectorOffsets, OffsetPartition, OffsetValue, PartitionOffset};
 use super::{HerderError, HerderResult};
+use crate::connector::GroupProtocol;
 use crate::kafka::clients::ClusterAccess;
 use crate::kafka::groups::{self, GroupBusy, GroupDeletion, NoSuchPartition, Position};
 use crate::kafka::share::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
-use crate::task::config::GroupProtocol;
 use regex::Regex;
 use std::collections::BTreeSet;
 

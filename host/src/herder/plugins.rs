@@ -6,8 +6,8 @@
 //! else runs the newest.
 
 use super::types::PluginInfo;
+use crate::connector::PluginPick;
 use crate::runtime::{Plugin, Runtime};
-use crate::task::PluginPick;
 use semver::Version;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,10 +6,9 @@
 use super::plugins::Refusal;
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
 use crate::config::KeyDef;
+use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connector_keys};
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
-use crate::task::config::connector_keys;
-use crate::task::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use std::collections::BTreeMap;
 
 /// The keys every connector takes, whatever its plugin, from the host's table.

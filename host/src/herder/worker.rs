@@ -11,11 +11,10 @@ use super::types::*;
 use super::validate;
 use super::{HerderError, HerderResult, Job, TaskMetricsEntry, WorkerConfig};
 use crate::capabilities::op::{OpKey, OpStats};
+use crate::connector::{ConnectorConfig, GroupProtocol, PluginPick};
 use crate::kafka::clients::ClusterAccess;
 use crate::runtime::{Plugin, Runtime};
-use crate::task::{
-    self, ActiveTopics, ConnectorConfig, GroupProtocol, PluginPick, Swap, TaskExit, TaskMetrics, TaskSpec,
-};
+use crate::task::{self, ActiveTopics, Swap, TaskExit, TaskMetrics, TaskSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

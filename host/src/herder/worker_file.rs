@@ -6,10 +6,10 @@
 
 use super::store::{ConfigTopic, StatusTopic};
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, providers};
+use crate::connector::WorkerDefaults;
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
 use crate::policy::GrantPolicy;
-use crate::task::WorkerDefaults;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! A sink task: one plugin instance fed by one group member.
 
-pub mod config;
 mod convert;
 mod dead_letter;
 mod in_flight;
@@ -9,12 +8,12 @@ mod run;
 mod source;
 mod swap;
 
-pub use config::{ConnectorConfig, GroupProtocol, PluginPick, Tolerance, WorkerDefaults};
 pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{TaskExit, TaskLoop};
 pub use swap::{Swap, Swapped};
 
 use crate::capabilities::kafka::TaskScope;
+use crate::connector::{ConnectorConfig, GroupProtocol, connector_keys};
 use crate::kafka::classic::ClassicSource;
 use crate::kafka::clients::{ClusterAccess, Role};
 use crate::kafka::producer::Producer;
@@ -52,7 +51,7 @@ pub async fn start_instance(
     let name = format!("{}-{task_id}", config.name);
     // Like Connect's task configs, each task's config names its task. The
     // host's secrets (a grant's credentials) stay in the host.
-    let keys = config::connector_keys();
+    let keys = connector_keys();
     let mut plugin_config: Vec<(String, String)> =
         config.raw.iter().filter(|(k, _)| !keys.is_secret(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), task_id.to_string()));

@@ -2,9 +2,9 @@
 //! plugins `scripts/build-plugins.sh` built.
 
 use super::Broker;
+use spillway::connector::WorkerDefaults;
 use spillway::herder::{Herder, State, WorkerConfig};
 use spillway::runtime::Runtime;
-use spillway::task::WorkerDefaults;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

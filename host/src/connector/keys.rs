@@ -1,0 +1,315 @@
+//! Every key the host reads from a connector config, in one table.
+
+use super::PluginPick;
+use super::topics_regex::check_topics_regex;
+use crate::capabilities;
+use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
+use std::sync::LazyLock;
+
+/// Every key the host reads from a connector config: names, types, defaults,
+/// checks and documentation, in one place. [`ConnectorConfig::parse`], the
+/// herder's validation, `GET /connector-plugins/{p}/config` and the README's
+/// table (`spillway config-keys`) all come from it. Keys it does not define
+/// are the plugin's to check, as in Connect.
+pub fn connector_keys() -> &'static ConfigDef {
+    static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
+        use Importance::{High, Low, Medium};
+        let key = KeyDef::new;
+        let credential =
+            "A credential of the grant, for a capability that takes one; hidden wherever the config is shown.";
+        ConfigDef::new()
+            .group(
+                "Common",
+                [
+                    key("name", Type::String, High, "Globally unique name of the connector.").required(),
+                    key("connector.class", Type::String, High, "Name of the plugin that implements the connector.")
+                        .required(),
+                    key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
+                        .with_default("1")
+                        .with_validator(Validator::at_least(1)),
+                    key(
+                        "topics",
+                        Type::List,
+                        High,
+                        "Topics to consume, comma-separated. Give this or topics.regex, not both.",
+                    )
+                    .with_default(""),
+                    key(
+                        "topics.regex",
+                        Type::String,
+                        High,
+                        "A regular expression matched against whole topic names: the connector consumes every topic \
+                         it matches, including ones created later (found within \
+                         topic.metadata.refresh.interval.ms). Give this or topics, not both. It must read alike to \
+                         Rust's regex crate (share groups) and librdkafka's POSIX extended regex (classic groups): \
+                         no lookaround, (?...) groups, lazy quantifiers or \\d (write [0-9]), no backslash inside \
+                         [...].",
+                    )
+                    .with_default("")
+                    .with_validator(Validator::new(
+                        "a regex both Rust and POSIX read alike",
+                        |v| match v {
+                            Value::String(regex) if !regex.is_empty() => check_topics_regex(regex),
+                            _ => Ok(()),
+                        },
+                    )),
+                    key("batch.max.records", Type::Int, Medium, "Records per put().")
+                        .with_default("500")
+                        .with_validator(Validator::at_least(1)),
+                    key(
+                        "flush.interval.ms",
+                        Type::Long,
+                        Medium,
+                        "Longest a held record waits before the host asks the plugin to flush (share groups also \
+                         flush at the broker's in-flight cap and before locks run out).",
+                    )
+                    .with_default("10000")
+                    .with_validator(Validator::at_least(0)),
+                    key(
+                        PluginPick::KEYS[0],
+                        Type::String,
+                        Medium,
+                        "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
+                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both). Unset: the newest \
+                         installed. Changing it on a running connector swaps its tasks to the new version \
+                         without stopping them.",
+                    )
+                    .with_validator(Validator::new("a semver range", |v| match v {
+                        Value::String(range) if !range.trim().is_empty() => {
+                            semver::VersionReq::parse(range).map(|_| ()).map_err(|e| format!("not a semver range: {e}"))
+                        }
+                        _ => Ok(()),
+                    })),
+                    key(
+                        PluginPick::KEYS[1],
+                        Type::String,
+                        Medium,
+                        "The SHA-256 digest (sha256:<64 hex digits>, as GET /connector-plugins shows) the plugin's \
+                         file must have: a file changed since it was pinned is refused.",
+                    )
+                    .with_validator(Validator::new("sha256:<64 hex digits>", |v| match v {
+                        Value::String(digest) if !digest.trim().is_empty() => check_digest(digest),
+                        _ => Ok(()),
+                    })),
+                ],
+            )
+            .group(
+                "Consumer",
+                [
+                    key(
+                        "consumer.override.group.protocol",
+                        Type::String,
+                        High,
+                        "share: a KIP-932 share group (records acknowledged one by one, tasks scale freely); \
+                         classic or consumer (KIP-848): a consumer group with offset commits. Unset: the \
+                         worker's default, share (classic on the embedded broker).",
+                    )
+                    .with_validator(Validator::one_of(&["share", "classic", "consumer"])),
+                    key(
+                        "consumer.override.group.id",
+                        Type::String,
+                        Medium,
+                        "The group the tasks join. Unset: connect- followed by the connector's name.",
+                    ),
+                    key(
+                        REFRESH_KEY,
+                        Type::Long,
+                        Low,
+                        "How often, in ms, a topics.regex connector looks for new matching topics (librdkafka's \
+                         property, which the share group's client reads too); 0 or -1: only at the start. Unset: \
+                         30000 with topics.regex, librdkafka's default otherwise.",
+                    )
+                    .with_validator(Validator::at_least(-1)),
+                    key(
+                        "consumer.override.*",
+                        Type::String,
+                        Medium,
+                        "Any other consumer (librdkafka) property, passed on with the prefix removed, over the \
+                         worker's; librdkafka checks it at validation. The security settings (security.protocol, \
+                         sasl.*, ssl.*) apply to share groups too; a Java client's sasl.jaas.config is read for its \
+                         username and password.",
+                    ),
+                    key(
+                        "producer.override.*",
+                        Type::String,
+                        Low,
+                        "A librdkafka property of the dead-letter queue's producer, over the worker's.",
+                    ),
+                    key(
+                        "admin.override.*",
+                        Type::String,
+                        Low,
+                        "A librdkafka property of the clients that read the connector's offsets and, for a kafka \
+                         grant, its source topics, over the worker's.",
+                    ),
+                ]
+                .into_iter()
+                .chain(secret_override_keys()),
+            )
+            .group(
+                "Errors",
+                [
+                    key(
+                        "errors.tolerance",
+                        Type::String,
+                        Medium,
+                        "none: a rejected record fails the task (and is released, not lost); all: it goes to the \
+                         dead-letter queue (or is logged) and the task goes on.",
+                    )
+                    .with_default("none")
+                    .with_validator(Validator::one_of(&["none", "all"])),
+                    key(
+                        "errors.deadletterqueue.topic.name",
+                        Type::String,
+                        Medium,
+                        "Topic for rejected records; needs errors.tolerance=all, and must not be one of the \
+                         connector's topics.",
+                    )
+                    .with_default(""),
+                    key(
+                        "errors.deadletterqueue.context.headers.enable",
+                        Type::Boolean,
+                        Medium,
+                        "Add __connect.errors.* headers to dead-lettered records (true here, false in Connect).",
+                    )
+                    .with_default("true"),
+                    key(
+                        "errors.retry.timeout",
+                        Type::Long,
+                        Medium,
+                        "How long, in ms, a record may keep asking for retries before it counts as rejected; \
+                         -1 for no bound.",
+                    )
+                    .with_default("300000"),
+                    key("errors.retry.delay.max.ms", Type::Long, Medium, "Longest pause between retries, in ms.")
+                        .with_default("60000")
+                        .with_validator(Validator::at_least(0)),
+                ],
+            )
+            .group(
+                "Plugin sandbox",
+                [
+                    key("plugin.memory.max.bytes", Type::Long, Medium, "Linear memory one plugin instance may use.")
+                        .with_default("268435456")
+                        .with_validator(Validator::at_least(0)),
+                    key(
+                        "plugin.call.timeout.ms",
+                        Type::Long,
+                        Medium,
+                        "Longest one call into the plugin may run (an endless loop fails the task; stopping the \
+                         task interrupts a running call at once).",
+                    )
+                    .with_default("30000")
+                    .with_validator(Validator::at_least(1)),
+                    key(
+                        "plugin.deterministic",
+                        Type::Boolean,
+                        Low,
+                        "For tests: clocks read 0 and random bytes are a fixed stream, so runs are reproducible. \
+                         By default a plugin gets the real clocks and real entropy (they grant no authority).",
+                    )
+                    .with_default("false"),
+                ],
+            )
+            .group(
+                "Grants",
+                [
+                    key(
+                        "plugin.grant.fs.<name>.path",
+                        Type::String,
+                        High,
+                        "An absolute host directory the plugin may read and write, at the same path.",
+                    ),
+                    key(
+                        "plugin.grant.fs.<name>.read-only",
+                        Type::Boolean,
+                        Medium,
+                        "true: the plugin may only read the grant's directory.",
+                    )
+                    .with_default("false"),
+                    key(
+                        "plugin.grant.net.<name>.connect",
+                        Type::List,
+                        High,
+                        "ip:port addresses the plugin may open TCP connections to.",
+                    ),
+                    key(
+                        "plugin.grant.env.<name>.value",
+                        Type::String,
+                        Medium,
+                        "An environment variable for the plugin, named after the grant upper-cased with - as _ \
+                         (plugin.grant.env.api-url.value sets API_URL).",
+                    ),
+                ]
+                .into_iter()
+                .chain(
+                    capabilities::object_store::setting_keys()
+                        .into_iter()
+                        .map(|k| k.prefixed("plugin.grant.object-store.<name>.")),
+                )
+                .chain(capabilities::sql::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.sql.<name>.")))
+                .chain(
+                    capabilities::kafka::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.kafka.<name>.")),
+                )
+                .chain([
+                    key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.token", Type::Password, Medium, credential),
+                    key("plugin.grant.<capability>.<name>.secret", Type::Password, Medium, credential),
+                    key(
+                        "plugin.grant.fs.dirs",
+                        Type::List,
+                        Low,
+                        "Old spelling, still accepted: absolute host directories the plugin may read and write, \
+                         at the same paths.",
+                    ),
+                    key(
+                        "plugin.grant.net.connect",
+                        Type::List,
+                        Low,
+                        "Old spelling, still accepted: ip:port addresses the plugin may open TCP connections to.",
+                    ),
+                    key(
+                        "plugin.grant.env.<NAME>",
+                        Type::String,
+                        Low,
+                        "Old spelling, still accepted: an environment variable NAME for the plugin.",
+                    )
+                    .with_placeholder("NAME", Segment::EnvVarName),
+                    key("plugin.grant.clock", Type::Boolean, Low, NO_LONGER_NEEDED),
+                    key("plugin.grant.random", Type::Boolean, Low, NO_LONGER_NEEDED),
+                ]),
+            )
+    });
+    &KEYS
+}
+
+const NO_LONGER_NEEDED: &str =
+    "Accepted, no longer needed: real clocks and entropy are the default; see plugin.deterministic.";
+
+/// The client settings under `*.override.*` whose values are secrets: never
+/// shown, as the worker's own are not.
+fn secret_override_keys() -> Vec<KeyDef> {
+    let mut keys = Vec::new();
+    for role in crate::kafka::clients::Role::ALL {
+        for setting in crate::kafka::security::secret_settings() {
+            let name = format!("{}.override.{setting}", role.name());
+            let doc = format!("A secret of the {} clients: shown as [hidden].", role.name());
+            keys.push(KeyDef::new(&name, Type::Password, Importance::Low, &doc));
+        }
+    }
+    keys
+}
+
+/// Librdkafka's own name for the interval; its 0 and -1 turn the refresh off.
+pub(super) const REFRESH_KEY: &str = "consumer.override.topic.metadata.refresh.interval.ms";
+
+/// A plugin digest as the registry shows them: `sha256:` and 64 hex digits.
+fn check_digest(digest: &str) -> Result<(), String> {
+    match digest.trim().strip_prefix("sha256:") {
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),
+        _ => {
+            Err(format!("'{digest}' is not a digest: write sha256: and 64 hex digits, as GET /connector-plugins shows"))
+        }
+    }
+}
