@@ -5,6 +5,7 @@
 //! [`Herder`] is the cheap, cloneable handle the REST API and the CLI use.
 
 mod distributed;
+mod herder_loop;
 mod offsets;
 mod plugins;
 mod store;
@@ -27,11 +28,11 @@ use crate::kafka::share::Cluster;
 use crate::runtime::Runtime;
 use crate::task::TaskMetrics;
 use futures::future::BoxFuture;
+use herder_loop::HerderLoop;
 use offsets::OffsetsChange;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-use worker::Worker;
 
 /// Why the herder refused a request; each maps to Connect's status code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,7 +80,7 @@ pub struct WorkerConfig {
     pub defaults: WorkerDefaults,
 }
 
-type Job = Box<dyn for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, ()> + Send>;
+type Job = Box<dyn for<'a> FnOnce(&'a mut HerderLoop) -> BoxFuture<'a, ()> + Send>;
 
 /// A handle on the herder's main loop.
 #[derive(Clone)]
@@ -125,8 +126,8 @@ impl Herder {
         // Listed before the worker loads the plugins, not when the watcher
         // first runs: a file added in between would go unseen forever.
         let plugin_listing = plugins::dir_listing(&plugin_dir);
-        let worker = Worker::start(config, runtime.clone(), commands).await?;
-        tokio::spawn(worker.run(receiver));
+        let herder_loop = HerderLoop::start(config, runtime.clone(), commands).await?;
+        tokio::spawn(herder_loop.run(receiver));
         let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir };
         tokio::spawn(herder.clone().watch_plugin_dir(plugin_listing));
         if let (Some(group), Some(member)) = (group, member) {
@@ -221,7 +222,7 @@ impl Herder {
     /// Queues `job` on the main loop without waiting for it to run.
     async fn tell(
         &self,
-        job: impl for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, ()> + Send + 'static,
+        job: impl for<'a> FnOnce(&'a mut HerderLoop) -> BoxFuture<'a, ()> + Send + 'static,
     ) -> Result<(), ()> {
         self.jobs.send(Box::new(job)).await.map_err(|_| ())
     }
@@ -229,7 +230,7 @@ impl Herder {
     /// Runs `job` on the main loop and waits for its answer.
     async fn ask<R: Send + 'static>(
         &self,
-        job: impl for<'a> FnOnce(&'a mut Worker) -> BoxFuture<'a, HerderResult<R>> + Send + 'static,
+        job: impl for<'a> FnOnce(&'a mut HerderLoop) -> BoxFuture<'a, HerderResult<R>> + Send + 'static,
     ) -> HerderResult<R> {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |worker| {

@@ -1,0 +1,125 @@
+//! Hot swap: a running connector moves to another build of its plugin
+//! without a restart. Each task gets a started instance of the new build,
+//! prepared off the herder's loop, and swaps to it between two batches.
+
+use super::{TaskEvent, Worker, task_plugin};
+use crate::connector::{ConnectorConfig, PluginPick, WorkerDefaults};
+use crate::herder::plugins::PluginRegistry;
+use crate::herder::types::*;
+use crate::runtime::{Plugin, Runtime};
+use crate::task::{self, Swap};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+impl Worker {
+    /// When the new config differs from the running one only in the build
+    /// of the plugin it picks, and every task runs: each task gets a started
+    /// instance of the new build and swaps to it between two batches, its
+    /// consumer untouched. False when the change needs a restart instead.
+    pub(in crate::herder) fn hot_swap(
+        &mut self,
+        name: &str,
+        config: &ConfigMap,
+        defaults: &WorkerDefaults,
+        plugins: &PluginRegistry,
+    ) -> bool {
+        let connector = self.connectors.get_mut(name).expect("checked by the caller");
+        let without_selection = |c: &ConfigMap| {
+            let mut c = c.clone();
+            c.retain(|k, _| !PluginPick::KEYS.contains(&k.as_str()));
+            c
+        };
+        if without_selection(&connector.raw) != without_selection(config) || connector.target != TargetState::Started {
+            return false;
+        }
+        let Some(running) = connector.config.as_ref() else { return false };
+        if running.grants.kafka.values().any(|g| g.exactly_once) {
+            // Its transactional producer belongs to the instance: a second
+            // instance would fence the first in the middle of a transaction.
+            tracing::info!(connector = name, "exactly-once: the tasks restart on the new plugin build");
+            return false;
+        }
+        if connector.tasks.values().any(|t| t.state != State::Running || t.swaps.is_none()) {
+            return false;
+        }
+        let Ok(parsed) = ConnectorConfig::parse(config, defaults) else { return false };
+        let Ok(plugin) = plugins.resolve(&parsed.plugin, &parsed.plugin_pick).cloned() else { return false };
+        let parsed = Arc::new(parsed);
+        connector.raw = config.clone();
+        connector.config = Some(parsed.clone());
+        connector.plugin = Some(plugin.clone());
+        let to = task_plugin(&plugin);
+        for (id, task) in connector.tasks.iter_mut() {
+            let (Some(from), Some(swaps)) = (task.plugin.clone(), task.swaps.clone()) else { continue };
+            if from.digest == to.digest {
+                continue;
+            }
+            let report = SwapReport {
+                from,
+                to: to.clone(),
+                outcome: SwapOutcome::Preparing,
+                pause_micros: None,
+                records_put_again: None,
+                error: None,
+            };
+            task.swap = Some(report.clone());
+            let prepare = PrepareSwap {
+                runtime: self.runtime.clone(),
+                plugin: plugin.clone(),
+                config: parsed.clone(),
+                task: *id,
+                generation: task.generation,
+                bootstrap_servers: self.bootstrap_servers.clone(),
+                events: self.events.clone(),
+                report,
+            };
+            let span = tracing::info_span!("task", connector = %name, task = *id);
+            tokio::spawn(tracing::Instrument::instrument(prepare.run(swaps), span));
+        }
+        true
+    }
+}
+
+/// A hot swap of one task, prepared off the herder's loop: a started
+/// instance of the new build, handed to the task, whose answer goes back to
+/// the herder as an event.
+struct PrepareSwap {
+    runtime: Runtime,
+    plugin: Plugin,
+    config: Arc<ConnectorConfig>,
+    task: u32,
+    generation: u64,
+    bootstrap_servers: String,
+    events: mpsc::UnboundedSender<TaskEvent>,
+    report: SwapReport,
+}
+
+impl PrepareSwap {
+    async fn run(self, swaps: mpsc::Sender<Swap>) {
+        let mut report = self.report;
+        let started =
+            task::start_instance(&self.runtime, &self.plugin, &self.config, self.task, &self.bootstrap_servers).await;
+        match started {
+            Ok((instance, None)) => {
+                let (done, swapped) = tokio::sync::oneshot::channel();
+                if swaps.send(Swap { instance, done }).await.is_err() {
+                    return; // The task ended first: its next run starts on the new build.
+                }
+                let Ok(swapped) = swapped.await else { return };
+                report.outcome = SwapOutcome::Swapped;
+                report.pause_micros = Some(swapped.pause.as_micros() as u64);
+                report.records_put_again = Some(swapped.put_again as u64);
+            }
+            Ok((_, Some(_))) => {
+                report.outcome = SwapOutcome::RolledBack;
+                report.error = Some("the new build opened an exactly-once grant, which cannot swap".into());
+            }
+            Err(e) => {
+                report.outcome = SwapOutcome::RolledBack;
+                report.error = Some(format!("{e:#}"));
+            }
+        }
+        let connector = self.config.name.clone();
+        let _ = self.events.send(TaskEvent::Swap { connector, task: self.task, generation: self.generation, report });
+    }
+}
