@@ -6,12 +6,12 @@ use spillway::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::runtime::Runtime;
-use spillway::task::{self, TaskExit, TaskMetrics, TaskSpec};
+use spillway::task::TaskMetrics;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
 #[command(
@@ -297,7 +297,6 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         // It creates the topics on the embedded broker and produces to the first.
         bail!("spillway run needs topics, not topics.regex");
     }
-    let config = Arc::new(config);
 
     let records = args.records.or(demo.then_some(10_000)).unwrap_or(0);
     if let Some(broker) = &embedded {
@@ -306,6 +305,68 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
         }
     }
 
+    // One way to start a task: a standalone herder of this run's own, with
+    // a plugin directory holding only this plugin and a state file of its own.
+    let work_dir = std::env::temp_dir().join(format!("spillway-run-{}", std::process::id()));
+    let plugin_dir = work_dir.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).with_context(|| format!("creating {}", plugin_dir.display()))?;
+    let result = run_connector(cache_dir, &args, &config, raw, &bootstrap, &plugin_dir, records, demo).await;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let summary = result?;
+    println!("summary for connector {}:", config.name);
+    println!("  records produced      {}", summary.produced);
+    for line in summary.lines {
+        println!("{line}");
+    }
+    if let Some((rate, Some(took))) = summary.finished_rate {
+        let took = took.as_secs_f64();
+        println!(
+            "  rate                  {rate:.0} records/s (acknowledged, from the first delivered record: {took:.2} s)"
+        );
+    }
+    println!("  broker                {broker_name}, {}", protocol_name(config.group_protocol));
+    if demo && args.config.is_none() {
+        let written = count_lines(&args.out_dir)?;
+        println!(
+            "  lines written         {written}  (each record once: {})",
+            if written == summary.produced { "yes" } else { "no" }
+        );
+    }
+    if !summary.failed.is_empty() {
+        bail!("{}", summary.failed.join("\n"));
+    }
+    Ok(())
+}
+
+/// What a run did, for its summary.
+struct RunSummary {
+    produced: u64,
+    /// The counts, a line each.
+    lines: Vec<String>,
+    finished_rate: Option<(f64, Option<Duration>)>,
+    failed: Vec<String>,
+}
+
+fn protocol_name(protocol: GroupProtocol) -> &'static str {
+    match protocol {
+        GroupProtocol::Share => "a share group",
+        GroupProtocol::Classic => "a classic consumer group",
+    }
+}
+
+/// Runs the connector on a standalone herder until every sample record is
+/// acknowledged (or a task fails, or Ctrl-C), then stops it.
+#[allow(clippy::too_many_arguments)]
+async fn run_connector(
+    cache_dir: &Path,
+    args: &RunArgs,
+    config: &ConnectorConfig,
+    raw: BTreeMap<String, String>,
+    bootstrap: &str,
+    plugin_dir: &Path,
+    records: u64,
+    demo: bool,
+) -> Result<RunSummary> {
     let runtime = Runtime::new(cache_dir)?;
     let started = Instant::now();
     let plugin = runtime.load_file(&args.plugin).await?;
@@ -319,44 +380,60 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
     if plugin.metadata.name != config.plugin {
         bail!("connector.class is '{}' but the plugin is '{}'", config.plugin, plugin.metadata.name);
     }
+    let file = format!("{}-{}.wasm", plugin.metadata.name, plugin.metadata.version);
+    std::fs::copy(&args.plugin, plugin_dir.join(file)).with_context(|| format!("copying {}", args.plugin.display()))?;
+    let worker = spillway::herder::WorkerConfig {
+        worker_id: "spillway-run".into(),
+        bootstrap_servers: bootstrap.to_string(),
+        state_file: plugin_dir.with_file_name("connectors.json"),
+        config_topic: None,
+        status_topic: None,
+        group: None,
+        plugin_dir: plugin_dir.to_path_buf(),
+        defaults: WorkerDefaults::default(),
+    };
 
     // Connected before the tasks join: see `Producer::connect`.
-    let producer = Producer::connect(&bootstrap, &[]).await?;
-    let stop = CancellationToken::new();
-    let mut tasks = Vec::new();
-    let mut metrics = Vec::new();
-    for task_id in 0..config.tasks_max {
-        let m = Arc::new(TaskMetrics::default());
-        metrics.push(m.clone());
-        let spec = TaskSpec {
-            task_id,
-            config: config.clone(),
-            plugin: plugin.clone(),
-            bootstrap_servers: bootstrap.clone(),
-            metrics: m,
-        };
-        let task = task::start(&runtime, spec).await.with_context(|| format!("starting task {task_id}"))?;
-        tasks.push(tokio::spawn(task.run(stop.clone())));
-    }
-    let protocol = match config.group_protocol {
-        GroupProtocol::Share => "a share group",
-        GroupProtocol::Classic => "a classic consumer group",
-    };
+    let producer = Producer::connect(bootstrap, &[]).await?;
+    let herder = spillway::herder::Herder::start(worker, runtime).await?;
+    let name = config.name.clone();
+    herder.create(name.clone(), raw, None).await.map_err(|e| anyhow!("{e}"))?;
     eprintln!(
-        "connector {} running {} task(s) in {protocol} on {}",
+        "connector {} running {} task(s) in {} on {}",
         config.name,
         config.tasks_max,
+        protocol_name(config.group_protocol),
         config.topics.join(",")
     );
+    let failed_tasks = |status: &spillway::herder::ConnectorStateInfo| -> Vec<String> {
+        let failed = |state: spillway::herder::State| state == spillway::herder::State::Failed;
+        let connector =
+            failed(status.connector.state).then(|| format!("connector failed: {:?}", status.connector.trace));
+        let tasks = status.tasks.iter().filter(|t| failed(t.state));
+        connector
+            .into_iter()
+            .chain(tasks.map(|t| format!("task {} failed: {}", t.id, t.trace.as_deref().unwrap_or(""))))
+            .collect()
+    };
+    let metrics = || async {
+        let entries = herder.task_metrics().await.unwrap_or_default();
+        entries.into_iter().map(|e| e.metrics).collect::<Vec<_>>()
+    };
     // A new share group starts at the log end from its first fetch: produce
     // once every task has fetched.
-    while !metrics.iter().all(|m| m.polls.load(std::sync::atomic::Ordering::Relaxed) > 0) {
-        if tasks.iter().any(|t| t.is_finished()) {
+    let mut failed = Vec::new();
+    loop {
+        let m = metrics().await;
+        if m.len() == config.tasks_max as usize && m.iter().all(|m| m.polls.load(Relaxed) > 0) {
+            break;
+        }
+        failed = failed_tasks(&herder.status(name.clone()).await.map_err(|e| anyhow!("{e}"))?);
+        if !failed.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-
+    let metrics = metrics().await;
     let topic = config.topics[0].clone();
     // The producer comes back from its task and lives until the tasks have
     // stopped: on librdkafka's mock, the close of any connection ends every
@@ -368,15 +445,14 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
     });
 
     let acknowledged = |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.acknowledged()).sum::<u64>();
-    let polled =
-        |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.polled.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>();
+    let polled = |m: &[Arc<TaskMetrics>]| m.iter().map(|m| m.polled.load(Relaxed)).sum::<u64>();
     // Checked every 100 ms, so that the rate ends when the last record is
     // acknowledged; progress is printed every second.
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let run_started = Instant::now();
     let mut ticks = 0u64;
     let mut finished_rate = None;
-    loop {
+    while failed.is_empty() {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
@@ -395,11 +471,13 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
             finished_rate = Some((rate(a, first_delivery(&metrics)), first_delivery(&metrics).map(|t| t.elapsed())));
             break;
         }
-        if tasks.iter().any(|t| t.is_finished()) {
-            break;
-        }
+        failed = failed_tasks(&herder.status(name.clone()).await.map_err(|e| anyhow!("{e}"))?);
     }
-    stop.cancel();
+    let status = herder.status(name.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    if failed.is_empty() {
+        failed = failed_tasks(&status);
+    }
+    herder.shutdown().await.map_err(|e| anyhow!("{e}"))?;
     let (producer, sent) = producer.await?;
     let produced = match sent {
         Ok(()) => records,
@@ -408,43 +486,22 @@ async fn run(cache_dir: &Path, args: RunArgs) -> Result<()> {
             0
         }
     };
-    let mut failed = Vec::new();
-    for (task_id, task) in tasks.into_iter().enumerate() {
-        if let TaskExit::Failed(trace) = task.await? {
-            failed.push(format!("task {task_id} failed: {trace}"));
-        }
-    }
     drop(producer);
 
     let sum = |f: fn(&TaskMetrics) -> u64| metrics.iter().map(|m| f(m)).sum::<u64>();
-    use std::sync::atomic::Ordering::Relaxed;
-    println!("summary for connector {}:", config.name);
-    println!("  records produced      {produced}");
-    println!("  records delivered     {}", sum(|m| m.polled.load(Relaxed)));
-    println!("  records acknowledged  {}", sum(|m| m.acknowledged()));
-    println!("    accepted            {}", sum(|m| m.accepted.load(Relaxed)));
-    println!("    rejected            {}", sum(|m| m.rejected.load(Relaxed)));
-    println!("    to the DLQ          {}", sum(|m| m.dead_lettered.load(Relaxed)));
-    println!("  records released      {}", sum(|m| m.released.load(Relaxed)));
-    println!("  sent again by the broker while held, not redelivered  {}", sum(|m| m.resent_while_held.load(Relaxed)));
-    if let Some((rate, Some(took))) = finished_rate {
-        let took = took.as_secs_f64();
-        println!(
-            "  rate                  {rate:.0} records/s (acknowledged, from the first delivered record: {took:.2} s)"
-        );
-    }
-    println!("  broker                {broker_name}, {protocol}");
-    if demo && args.config.is_none() {
-        let written = count_lines(&args.out_dir)?;
-        println!(
-            "  lines written         {written}  (each record once: {})",
-            if written == produced { "yes" } else { "no" }
-        );
-    }
-    if !failed.is_empty() {
-        bail!("{}", failed.join("\n"));
-    }
-    Ok(())
+    let lines = vec![
+        format!("  records delivered     {}", sum(|m| m.polled.load(Relaxed))),
+        format!("  records acknowledged  {}", sum(|m| m.acknowledged())),
+        format!("    accepted            {}", sum(|m| m.accepted.load(Relaxed))),
+        format!("    rejected            {}", sum(|m| m.rejected.load(Relaxed))),
+        format!("    to the DLQ          {}", sum(|m| m.dead_lettered.load(Relaxed))),
+        format!("  records released      {}", sum(|m| m.released.load(Relaxed))),
+        format!(
+            "  sent again by the broker while held, not redelivered  {}",
+            sum(|m| m.resent_while_held.load(Relaxed))
+        ),
+    ];
+    Ok(RunSummary { produced, lines, finished_rate, failed })
 }
 
 /// When the first record reached any task.

@@ -620,7 +620,7 @@ async fn a_target_behind_tls_and_scram_is_reached_with_the_grants_settings() {
     config["emit.checkpoints.interval.seconds"] = json!("1");
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "secured", "config": config})).await;
     worker.wait_running("secured", 2).await;
-    let expected = produce_keyed(&source.bootstrap, &topic, &topic, 0..300).await;
+    let expected = produce_with_task_0_given_some(&worker, "secured", &source.bootstrap, &topic, 300).await;
     wait_committed(&target.bootstrap, &mirrored, 300, "through TLS and SCRAM", &log).await;
     let committed = BTreeMap::from([(0, 100)]);
     commit_group(&source.bootstrap, &group, &topic, &committed);
@@ -674,6 +674,36 @@ async fn created_topics_take_the_grants_replication_factor() {
     config["plugin.grant.kafka.target.replication.factor"] = json!("1");
     worker.send(reqwest::Method::PUT, "/connectors/replicas/config", config).await;
     wait_committed(&target.bootstrap, &mirrored, 10, "with one replica", &dir.path().join("worker.log")).await;
+}
+
+/// Produces `total` keyed records, in small rounds until task 0 of
+/// `connector` has put some, then the rest: task 0 translates group
+/// offsets, on its puts, and has none until it has had records (a task
+/// that joined first may take them all before the group rebalances; #42
+/// moves translation off one task's traffic).
+async fn produce_with_task_0_given_some(
+    worker: &Worker,
+    connector: &str,
+    bootstrap: &str,
+    topic: &str,
+    total: usize,
+) -> BTreeMap<i32, Vec<String>> {
+    let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let mut produced = 0;
+    let deadline = Instant::now() + PATIENCE;
+    while task_metric(worker, "spillway_records_put_total", connector, 0).await == 0 {
+        assert!(Instant::now() < deadline, "task 0 of {connector} was never given a record");
+        assert!(produced + 30 <= total / 2, "task 0 of {connector} had no record of the first {produced}");
+        for (partition, keys) in produce_keyed(bootstrap, topic, topic, produced..produced + 30).await {
+            expected.entry(partition).or_default().extend(keys);
+        }
+        produced += 30;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for (partition, keys) in produce_keyed(bootstrap, topic, topic, produced..total).await {
+        expected.entry(partition).or_default().extend(keys);
+    }
+    expected
 }
 
 /// A metric of one task of a connector, 0 until it is reported.
@@ -773,25 +803,7 @@ async fn a_consumer_group_fails_over_to_the_target_without_losing_records() {
     worker.send(reqwest::Method::POST, "/connectors", json!({"name": "failover", "config": config})).await;
     worker.wait_running("failover", 2).await;
 
-    // Task 0 translates, on its puts: until it has had records (a task that
-    // joined first may take them all before the group rebalances) it has
-    // none (#42 moves translation off one task's traffic). Records go out
-    // in small rounds until task 0 has put some, then the rest.
-    let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    let mut produced = 0;
-    let deadline = Instant::now() + PATIENCE;
-    while task_metric(&worker, "spillway_records_put_total", "failover", 0).await == 0 {
-        assert!(Instant::now() < deadline, "task 0 was never given a record");
-        for (partition, keys) in produce_keyed(&source.bootstrap, &topic, &topic, produced..produced + 30).await {
-            expected.entry(partition).or_default().extend(keys);
-        }
-        produced += 30;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(produced <= 750, "task 0 had records only after {produced} were produced");
-    for (partition, keys) in produce_keyed(&source.bootstrap, &topic, &topic, produced..1500).await {
-        expected.entry(partition).or_default().extend(keys);
-    }
+    let expected = produce_with_task_0_given_some(&worker, "failover", &source.bootstrap, &topic, 1500).await;
 
     // The application reads about half of each partition in the source and
     // commits there.
