@@ -6,11 +6,10 @@ mod in_flight;
 pub mod metrics;
 mod run;
 mod source;
-mod swap;
 
 pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
+pub use run::{Swap, Swapped};
 pub use run::{TaskExit, TaskLoop};
-pub use swap::{Swap, Swapped};
 
 use crate::capabilities::kafka::TaskScope;
 use crate::connector::{ConnectorConfig, GroupProtocol, connector_keys};

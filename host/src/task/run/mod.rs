@@ -8,12 +8,15 @@
 //! after a backoff, as Connect retries, and handed back to the broker
 //! (RELEASE, which costs a delivery) only when its locks are about to run out.
 
+mod swap;
+
+pub use swap::{Swap, Swapped};
+
 use super::convert::to_batch;
 use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
-use super::swap::Swap;
 use crate::connector::{ConnectorConfig, Tolerance};
 use crate::kafka::{AckType, ConsumedRecord};
 use crate::runtime::batch::{FlushScope, Outcome, PutReport, RecordBatch, Settlement, TaskError};

@@ -6,11 +6,11 @@
 //! group membership and every record it holds stay, so nothing is
 //! redelivered and nothing is acknowledged twice.
 
-use super::in_flight::Stage;
-use super::metrics::FlushCause;
-use super::run::{Failure, TaskLoop};
+use super::{Failure, TaskLoop};
 use crate::runtime::PluginInstance;
 use crate::runtime::batch::FlushScope;
+use crate::task::in_flight::Stage;
+use crate::task::metrics::FlushCause;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
