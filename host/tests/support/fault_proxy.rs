@@ -58,6 +58,9 @@ pub enum Event {
     Unauthenticated(ApiKey),
     /// A TLS handshake failed.
     TlsFailed(String),
+    /// The client hung up before its TLS handshake ended (a short-lived
+    /// client dropped mid-connect): not a refusal.
+    HungUpInHandshake,
     /// Requests are held from this one on (see `FaultProxy::stall_from`).
     Stalled(ApiKey),
 }
@@ -200,6 +203,9 @@ async fn serve(client: TcpStream, upstream: String, inner: Arc<Inner>) {
         None => relay(client, upstream, inner).await,
         Some(tls) => match tokio_rustls::TlsAcceptor::from(tls).accept(client).await {
             Ok(stream) => relay(stream, upstream, inner).await,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                inner.events.lock().unwrap().push(Event::HungUpInHandshake)
+            }
             Err(e) => inner.events.lock().unwrap().push(Event::TlsFailed(e.to_string())),
         },
     }
