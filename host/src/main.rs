@@ -3,6 +3,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use spillway::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
+use spillway::herder::WorkerConfig;
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::runtime::Runtime;
@@ -95,7 +96,7 @@ struct ServeArgs {
 
 impl ServeArgs {
     /// The worker config file with the flags over it.
-    fn worker_file(&self) -> Result<spillway::herder::WorkerFile> {
+    fn worker_config(&self) -> Result<WorkerConfig> {
         let mut overrides = std::collections::BTreeMap::new();
         let mut set = |key: &str, value: Option<String>| {
             if let Some(value) = value {
@@ -105,11 +106,10 @@ impl ServeArgs {
         set("bootstrap.servers", self.bootstrap_servers.clone());
         set("plugin.path", self.plugin_dir.as_ref().map(|p| p.display().to_string()));
         set("config.storage.file", self.state_file.as_ref().map(|p| p.display().to_string()));
-        let mut worker =
-            spillway::herder::WorkerFile::load(self.config.as_deref(), &overrides).map_err(|problems| {
-                let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
-                anyhow::anyhow!("invalid worker config:\n{}", lines.join("\n"))
-            })?;
+        let mut worker = WorkerConfig::load(self.config.as_deref(), &overrides).map_err(|problems| {
+            let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.key, p.message)).collect();
+            anyhow::anyhow!("invalid worker config:\n{}", lines.join("\n"))
+        })?;
         if let Some(host) = self.host {
             worker.listener.set_ip(host);
         }
@@ -195,7 +195,7 @@ fn finish(result: Result<String, spillway::cli::CliError>) -> Result<()> {
 }
 
 /// HTTPS and authentication of the REST API, from the worker config.
-fn rest_security(worker: &spillway::herder::WorkerFile) -> Result<spillway::rest::RestSecurity> {
+fn rest_security(worker: &WorkerConfig) -> Result<spillway::rest::RestSecurity> {
     use spillway::rest::{Credentials, RestSecurity, security};
     let tls = match &worker.listener_tls {
         Some((certificate, key)) => Some(std::sync::Arc::new(
@@ -214,46 +214,25 @@ fn rest_security(worker: &spillway::herder::WorkerFile) -> Result<spillway::rest
 }
 
 async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLevels) -> Result<()> {
-    let worker = args.worker_file()?;
+    let mut worker = args.worker_config()?;
     let rest = rest_security(&worker)?;
-    let mut defaults = worker.defaults(args.config.as_deref());
     // Keeps the embedded broker alive as long as the worker.
     let mut _embedded = None;
-    let bootstrap = match worker.bootstrap_servers {
-        Some(b) => b,
-        None => {
-            let broker = EmbeddedBroker::start(1)?;
-            let b = broker.bootstrap_servers();
-            tracing::warn!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
-            _embedded = Some(broker);
-            // The embedded broker has no share groups.
-            defaults.group_protocol = GroupProtocol::Classic;
-            b
-        }
-    };
+    if worker.bootstrap_servers.is_none() {
+        let broker = EmbeddedBroker::start(1)?;
+        let b = broker.bootstrap_servers();
+        tracing::warn!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
+        _embedded = Some(broker);
+        worker.bootstrap_servers = Some(b);
+        // The embedded broker has no share groups.
+        worker.defaults.group_protocol = GroupProtocol::Classic;
+    }
     let listener =
         tokio::net::TcpListener::bind(worker.listener).await.with_context(|| format!("binding {}", worker.listener))?;
-    let addr = listener.local_addr()?;
+    worker.bind(listener.local_addr()?);
     let scheme = if rest.tls.is_some() { "https" } else { "http" };
-    let group = worker.group.map(|g| spillway::herder::GroupConfig {
-        group_id: g.group_id,
-        advertised_url: g.advertised_url.unwrap_or_else(|| format!("{scheme}://{addr}")),
-        session_timeout: g.session_timeout,
-        heartbeat_interval: g.heartbeat_interval,
-        rebalance_timeout: g.rebalance_timeout,
-        rebalance_delay: g.rebalance_delay,
-    });
-    let config = spillway::herder::WorkerConfig {
-        worker_id: addr.to_string(),
-        bootstrap_servers: bootstrap,
-        state_file: worker.state_file,
-        config_topic: worker.config_topic,
-        status_topic: worker.status_topic,
-        group,
-        plugin_dir: worker.plugin_dir,
-        defaults,
-    };
-    let herder = spillway::herder::Herder::start(config, Runtime::new(cache_dir)?).await?;
+    let addr = worker.listener;
+    let herder = spillway::herder::Herder::start(worker, Runtime::new(cache_dir)?).await?;
     tracing::info!("REST API on {scheme}://{addr}");
     spillway::rest::serve_secured(listener, herder.clone(), loggers, rest, async {
         let _ = tokio::signal::ctrl_c().await;
@@ -382,16 +361,12 @@ async fn run_connector(
     }
     let file = format!("{}-{}.wasm", plugin.metadata.name, plugin.metadata.version);
     std::fs::copy(&args.plugin, plugin_dir.join(file)).with_context(|| format!("copying {}", args.plugin.display()))?;
-    let worker = spillway::herder::WorkerConfig {
-        worker_id: "spillway-run".into(),
-        bootstrap_servers: bootstrap.to_string(),
-        state_file: plugin_dir.with_file_name("connectors.json"),
-        config_topic: None,
-        status_topic: None,
-        group: None,
-        plugin_dir: plugin_dir.to_path_buf(),
-        defaults: WorkerDefaults::default(),
-    };
+    let worker = WorkerConfig::parse(&BTreeMap::from([
+        ("bootstrap.servers".to_string(), bootstrap.to_string()),
+        ("plugin.path".into(), plugin_dir.display().to_string()),
+        ("config.storage.file".into(), plugin_dir.with_file_name("connectors.json").display().to_string()),
+    ]))
+    .map_err(|problems| anyhow!("the run's worker config: {problems:?}"))?;
 
     // Connected before the tasks join: see `Producer::connect`.
     let producer = Producer::connect(bootstrap, &[]).await?;

@@ -209,7 +209,7 @@ async fn statuses_are_written_to_the_status_topic_as_they_change() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = worker_config(&broker.bootstrap, dir.path(), &plugin_dir());
     config.status_topic = Some(StatusTopic { name: topic.clone(), partitions: 5, replication_factor: -1 });
-    let worker_id = config.worker_id.clone();
+    let worker_id = config.worker_id();
     let worker = Herder::start(config, test_runtime()).await.expect("worker");
     worker.create("watched".into(), noop_config("watched"), None).await.unwrap();
     wait_running(&worker, "watched", 1).await;

@@ -17,34 +17,22 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use spillway::connector::WorkerDefaults;
 use spillway::herder::{
     ConfigMap, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, TargetState,
-    WorkerConfig,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::cluster::Cluster;
-use support::herder::{plugin_dir, test_runtime, wait_running};
+use support::herder::{plugin_dir, test_runtime, wait_running, worker_config};
 use support::{assert_each_exactly_once, count_keys, file_sink_keys, produce, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
-    let config = WorkerConfig {
-        worker_id: "127.0.0.1:0".into(),
-        bootstrap_servers: bootstrap.into(),
-        state_file: support::worker_state_file(dir),
-        config_topic: None,
-        status_topic: None,
-        group: None,
-        plugin_dir: plugin_dir(),
-        defaults: WorkerDefaults::default(),
-    };
-    Herder::start(config, test_runtime()).await.unwrap()
+    Herder::start(worker_config(bootstrap, dir, &plugin_dir()), test_runtime()).await.unwrap()
 }
 
 fn file_sink(name: &str, topic: &str, dir: &Path, extra: &[(&str, &str)]) -> ConfigMap {

@@ -8,7 +8,7 @@
 //! Host) are probed in `rest_api.rs`.
 
 use spillway::connector::ConnectorConfig;
-use spillway::herder::WorkerFile;
+use spillway::herder::WorkerConfig;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -38,8 +38,8 @@ impl Worker {
         lines.extend(extra.iter().map(|l| l.replace("{root}", root.path().to_str().unwrap())));
         let file = at("worker.properties");
         std::fs::write(&file, lines.join("\n")).unwrap();
-        let worker = WorkerFile::load(Some(&file), &BTreeMap::new()).expect("a valid worker config");
-        let mut defaults = worker.defaults(Some(&file));
+        let worker = WorkerConfig::load(Some(&file), &BTreeMap::new()).expect("a valid worker config");
+        let mut defaults = worker.defaults;
         // What the herder's worker adds when it starts.
         for (path, what) in [
             (at("state/connectors.json"), "state file"),
@@ -208,7 +208,7 @@ fn a_plugin_cannot_plant_code_and_a_config_cannot_load_it() {
     // And no worker may allow it.
     let file = worker.path("code.properties");
     std::fs::write(&file, "policy.client.overrides=tuning,code\n").unwrap();
-    let Err(problems) = WorkerFile::load(Some(&file), &BTreeMap::new()) else { panic!("a worker allowed code") };
+    let Err(problems) = WorkerConfig::load(Some(&file), &BTreeMap::new()) else { panic!("a worker allowed code") };
     assert!(problems.iter().any(|p| p.key == "policy.client.overrides" && p.message.contains("never allowed")));
 }
 

@@ -8,12 +8,13 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use spillway::connector::WorkerDefaults;
-use spillway::herder::{Herder, WorkerConfig, WorkerFile};
+use spillway::herder::{Herder, WorkerConfig};
 use spillway::kafka::embedded::EmbeddedBroker;
 use spillway::kafka::producer::Producer;
 use spillway::policy::{AddrPattern, GrantPolicy};
 use spillway::rest::{self, LogLevels};
 use spillway::runtime::Runtime;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -65,16 +66,14 @@ impl Host {
     async fn start_with(bootstrap: &str, state_file: &Path, plugin_dir: &Path, defaults: WorkerDefaults) -> Host {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
-        let config = WorkerConfig {
-            worker_id: addr.to_string(),
-            bootstrap_servers: bootstrap.to_string(),
-            state_file: state_file.to_path_buf(),
-            config_topic: None,
-            status_topic: None,
-            group: None,
-            plugin_dir: plugin_dir.to_path_buf(),
-            defaults,
-        };
+        let raw = BTreeMap::from([
+            ("bootstrap.servers".to_string(), bootstrap.to_string()),
+            ("config.storage.file".to_string(), state_file.display().to_string()),
+            ("plugin.path".to_string(), plugin_dir.display().to_string()),
+        ]);
+        let mut config = WorkerConfig::parse(&raw).expect("a valid worker config");
+        config.bind(addr);
+        config.defaults = defaults;
         let runtime = Runtime::new(&cache_dir()).expect("runtime");
         let herder = Herder::start(config, runtime).await.expect("herder starts");
         let directives = "info,librdkafka=warn";
@@ -1413,7 +1412,8 @@ async fn secrets_are_hidden_and_config_providers_resolve_them_in_the_host() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let defaults = WorkerDefaults { providers: WorkerFile::parse(&worker).unwrap().providers, ..Default::default() };
+    let defaults =
+        WorkerDefaults { providers: WorkerConfig::parse(&worker).unwrap().defaults.providers, ..Default::default() };
     let state_file = env.dir.path().join("state.json");
     let host = Host::start_with(&env.bootstrap, &state_file, &plugin_dir(), defaults).await;
 

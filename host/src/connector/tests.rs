@@ -309,7 +309,7 @@ fn capability_targets_outside_the_workers_policy_are_refused_on_their_keys() {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-    let policy = crate::herder::WorkerFile::parse(&worker_config).unwrap().policy;
+    let policy = crate::herder::WorkerConfig::parse(&worker_config).unwrap().defaults.policy;
     let worker = WorkerDefaults { policy, ..Default::default() };
     let admitted = config(&[
         ("plugin.grant.sql.db.url", "postgres://db.internal:5432/sink"),

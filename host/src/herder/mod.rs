@@ -12,16 +12,15 @@ mod store;
 pub mod types;
 mod validate;
 mod worker;
-mod worker_file;
+mod worker_config;
 
 pub use distributed::GroupConfig;
 pub use plugins::{PluginRegistry, ScanReport};
 pub use store::{ConfigTopic, StatusTopic};
 pub use types::*;
-pub use worker_file::{Group, WorkerFile, worker_keys};
+pub use worker_config::{WorkerConfig, worker_keys};
 
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::connector::WorkerDefaults;
 use crate::kafka::clients::{ClusterAccess, Role};
 use crate::kafka::group_member::{GroupMember, GroupSettings};
 use crate::kafka::share::Cluster;
@@ -60,26 +59,6 @@ impl HerderError {
 
 pub type HerderResult<T> = Result<T, HerderError>;
 
-/// How a worker is set up.
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    /// Shown as `worker_id` in statuses, e.g. the REST listener's host:port.
-    pub worker_id: String,
-    pub bootstrap_servers: String,
-    /// Where the standalone state file lives.
-    pub state_file: PathBuf,
-    /// `config.storage.topic`: keeps the state in this Kafka topic instead
-    /// of the file.
-    pub config_topic: Option<ConfigTopic>,
-    /// `status.storage.topic`: statuses are also written there.
-    pub status_topic: Option<StatusTopic>,
-    /// `group.id`: distributed mode, with the workers of that group.
-    pub group: Option<GroupConfig>,
-    /// Directory scanned for plugin components (`*.wasm`).
-    pub plugin_dir: PathBuf,
-    pub defaults: WorkerDefaults,
-}
-
 type Job = Box<dyn for<'a> FnOnce(&'a mut HerderLoop) -> BoxFuture<'a, ()> + Send>;
 
 /// A handle on the herder's main loop.
@@ -113,8 +92,12 @@ impl Herder {
     /// target state says, and runs the main loop on the current runtime.
     pub async fn start(config: WorkerConfig, runtime: Runtime) -> anyhow::Result<Self> {
         let (jobs, receiver) = mpsc::channel::<Job>(64);
-        let worker_id: Arc<str> = config.worker_id.clone().into();
-        let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+        anyhow::ensure!(
+            config.bootstrap_servers.is_some(),
+            "bootstrap.servers is not set: start the embedded broker first"
+        );
+        let worker_id: Arc<str> = config.worker_id().into();
+        let cluster = ClusterAccess::new(config.bootstrap(), &config.defaults.clients);
         let cluster_id = fetch_cluster_id(cluster).await.map(Arc::from);
         let plugin_dir = Arc::new(config.plugin_dir.clone());
         let group = config.group.clone();
@@ -372,10 +355,10 @@ impl Herder {
 
 /// A member of the workers' group, not joined yet.
 async fn group_member(config: &WorkerConfig, group: &GroupConfig) -> anyhow::Result<GroupMember> {
-    let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+    let cluster = ClusterAccess::new(config.bootstrap(), &config.defaults.clients);
     let security = cluster.security(Role::Consumer)?;
-    let client_id = format!("spillway-worker-{}", config.worker_id);
-    let cluster = Cluster::bootstrap(&config.bootstrap_servers, &client_id, GROUP_REQUEST_TIMEOUT, &security).await?;
+    let client_id = format!("spillway-worker-{}", config.worker_id());
+    let cluster = Cluster::bootstrap(config.bootstrap(), &client_id, GROUP_REQUEST_TIMEOUT, &security).await?;
     let settings = GroupSettings {
         group_id: group.group_id.clone(),
         protocol_type: distributed::protocol::PROTOCOL_TYPE,

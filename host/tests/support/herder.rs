@@ -2,7 +2,6 @@
 //! plugins `scripts/build-plugins.sh` built.
 
 use super::Broker;
-use spillway::connector::WorkerDefaults;
 use spillway::herder::{Herder, State, WorkerConfig};
 use spillway::runtime::Runtime;
 use std::path::{Path, PathBuf};
@@ -33,16 +32,19 @@ pub async fn start_herder_with_plugins(broker: &Broker, dir: &Path, plugins: &Pa
 /// A worker on `bootstrap`, keeping its state in `dir` (unless the test
 /// names a config topic), with the plugins in `plugins`.
 pub fn worker_config(bootstrap: &str, dir: &Path, plugins: &Path) -> WorkerConfig {
-    WorkerConfig {
-        worker_id: "127.0.0.1:0".into(),
-        bootstrap_servers: bootstrap.to_string(),
-        state_file: super::worker_state_file(dir),
-        config_topic: None,
-        status_topic: None,
-        group: None,
-        plugin_dir: plugins.to_path_buf(),
-        defaults: WorkerDefaults::default(),
-    }
+    worker_config_with(bootstrap, &super::worker_state_file(dir), plugins, &[])
+}
+
+/// A worker config as `spillway serve` reads one: the keys given, over
+/// the bootstrap servers, state file and plugin directory.
+pub fn worker_config_with(bootstrap: &str, state_file: &Path, plugins: &Path, extra: &[(&str, &str)]) -> WorkerConfig {
+    let mut raw = std::collections::BTreeMap::from([
+        ("bootstrap.servers".to_string(), bootstrap.to_string()),
+        ("config.storage.file".to_string(), state_file.display().to_string()),
+        ("plugin.path".to_string(), plugins.display().to_string()),
+    ]);
+    raw.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    WorkerConfig::parse(&raw).unwrap_or_else(|problems| panic!("a bad worker config: {problems:?}"))
 }
 
 /// `target/plugins-extra`, where builds for tests to install on purpose are.

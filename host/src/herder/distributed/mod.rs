@@ -20,8 +20,6 @@ use tokio::sync::mpsc;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     pub group_id: String,
-    /// Where other workers and clients reach this one's REST API.
-    pub advertised_url: String,
     pub session_timeout: Duration,
     pub heartbeat_interval: Duration,
     pub rebalance_timeout: Duration,

@@ -135,7 +135,7 @@ impl HerderLoop {
         if parsed.group_protocol != GroupProtocol::Share {
             return Ok(());
         }
-        let cluster = ClusterAccess::new(&self.config.bootstrap_servers, &parsed.clients);
+        let cluster = ClusterAccess::new(self.config.bootstrap(), &parsed.clients);
         let (group, topics, pattern) = (parsed.group_id.clone(), parsed.topics.clone(), parsed.topics_pattern());
         let exists = tokio::task::spawn_blocking(move || {
             let topics = crate::kafka::groups::connector_topics(&cluster, &topics, pattern.as_ref())?;

@@ -17,8 +17,8 @@ impl HerderLoop {
         let membership = self.membership.as_ref().expect("only members join");
         let metadata = MemberMetadata {
             version: protocol::VERSION,
-            url: membership.config.advertised_url.clone(),
-            worker_id: self.config.worker_id.clone(),
+            url: self.config.advertised_url(),
+            worker_id: self.config.worker_id(),
             config_offset: self.store.read_offset(),
             owned: membership.owned.clone(),
         };
@@ -47,7 +47,7 @@ impl HerderLoop {
                 let assignment = Assignment {
                     version: protocol::VERSION,
                     leader: joined.member_id.clone(),
-                    leader_url: membership.config.advertised_url.clone(),
+                    leader_url: self.config.advertised_url(),
                     config_offset,
                     owned,
                     rejoin_after_ms,

@@ -66,7 +66,7 @@ impl HerderLoop {
             defaults.policy.protect_topic(topic);
         }
         let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
-        let cluster = ClusterAccess::new(&config.bootstrap_servers, &config.defaults.clients);
+        let cluster = ClusterAccess::new(config.bootstrap(), &config.defaults.clients);
         let mut store = StateStore::open(&config.state_file, config.config_topic.as_ref(), &cluster).await?;
         let mut stored = store.load()?;
         let statuses = match &config.status_topic {
@@ -90,7 +90,7 @@ impl HerderLoop {
             stored = cleared;
         }
         let (events, event_receiver) = mpsc::unbounded_channel();
-        let worker = Worker::new(runtime, config.bootstrap_servers.clone(), events);
+        let worker = Worker::new(runtime, config.bootstrap().to_string(), events);
         let mut herder = HerderLoop {
             config,
             plugins,
@@ -155,7 +155,7 @@ impl HerderLoop {
     /// Reports every status that changed to the status topic.
     fn publish_statuses(&mut self) {
         let Some(writer) = &mut self.statuses else { return };
-        let worker_id = &self.config.worker_id;
+        let worker_id = &self.config.worker_id();
         let status = |state: State, trace: &Option<String>, generation: u64, version: Option<String>| Status {
             state,
             trace: trace.clone(),

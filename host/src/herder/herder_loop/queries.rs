@@ -49,7 +49,7 @@ impl HerderLoop {
     /// the status topic reports it.
     pub fn status(&self, name: &str) -> HerderResult<ConnectorStateInfo> {
         let c = self.connector(name)?;
-        let worker_id = self.config.worker_id.clone();
+        let worker_id = self.config.worker_id();
         let elsewhere = |key: String| match self.status_view.as_ref().and_then(|view| view.get(&key)) {
             Some(status) => (status.state, status.worker_id, status.trace, status.version),
             None => (State::Unassigned, String::new(), None, None),
@@ -215,7 +215,7 @@ impl HerderLoop {
         let config = ConnectorConfig::parse(&c.raw, &self.config.defaults)
             .map_err(|_| HerderError::BadRequest(format!("Connector {name} has an invalid configuration")))?;
         Ok(OffsetsTarget {
-            cluster: ClusterAccess::new(&self.config.bootstrap_servers, &config.clients),
+            cluster: ClusterAccess::new(self.config.bootstrap(), &config.clients),
             group: config.group_id.clone(),
             protocol: config.group_protocol,
             topics: config.topics.clone(),

@@ -4,6 +4,7 @@
 //! one table, [`worker_keys`], which drives parsing, validation and README's
 //! table (`spillway config-keys --worker`).
 
+use super::distributed::GroupConfig;
 use super::store::{ConfigTopic, StatusTopic};
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, providers};
 use crate::connector::WorkerDefaults;
@@ -15,10 +16,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-/// What the worker config file and the flags over it say.
+/// The worker's configuration (Connect's `WorkerConfig`): what the file and
+/// the flags over it say, checked. The herder starts from it; its
+/// `defaults` are what every connector config is parsed against.
 #[derive(Clone, Debug)]
-pub struct WorkerFile {
-    /// `listeners`: where the REST API listens.
+pub struct WorkerConfig {
+    /// `listeners`: where the REST API listens; [`WorkerConfig::bind`]
+    /// puts the bound address here once the port is known.
     pub listener: SocketAddr,
     /// An `https://` listener's certificate chain and key (PEM).
     pub listener_tls: Option<(PathBuf, PathBuf)>,
@@ -27,7 +31,9 @@ pub struct WorkerFile {
     pub rest_tokens: Option<PathBuf>,
     /// `rest.host.names`, with `rest.advertised.url`'s host.
     pub rest_host_names: Vec<String>,
-    /// `bootstrap.servers`; `None` starts the embedded broker.
+    /// `rest.advertised.url`; the listener's URL when not set.
+    rest_advertised_url: Option<String>,
+    /// `bootstrap.servers`; `None` until the embedded broker is started.
     pub bootstrap_servers: Option<String>,
     /// `plugin.path`.
     pub plugin_dir: PathBuf,
@@ -38,16 +44,14 @@ pub struct WorkerFile {
     /// `status.storage.*`.
     pub status_topic: Option<StatusTopic>,
     /// `group.id` and membership: distributed mode.
-    pub group: Option<Group>,
-    /// `policy.*`.
-    pub policy: GrantPolicy,
-    /// `config.providers*`.
-    pub providers: ConfigProviders,
-    /// The security keys, `consumer.*`, `producer.*`, `admin.*`.
-    pub clients: ClientSettings,
+    pub group: Option<GroupConfig>,
+    /// What the worker decides for its connectors: `policy.*`,
+    /// `config.providers*`, its clients' keys, with the worker's own
+    /// secret files protected from grants and providers.
+    pub defaults: WorkerDefaults,
 }
 
-impl WorkerFile {
+impl WorkerConfig {
     /// Reads `path` (a Java properties file) if given, then `overrides`
     /// (key to value, from flags) over it. Every problem is reported, each
     /// on its key; a key the table lacks is one too, since a typo in the
@@ -58,10 +62,37 @@ impl WorkerFile {
             None => BTreeMap::new(),
         };
         raw.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Self::parse(&raw)
+        Self::parse_from(&raw, path)
     }
 
+    /// A worker config from keys and values alone, with no file.
     pub fn parse(raw: &BTreeMap<String, String>) -> Result<Self, Vec<Problem>> {
+        Self::parse_from(raw, None)
+    }
+
+    /// Shown as `worker_id` in statuses: the listener's host:port, as
+    /// Connect shows the REST host and port.
+    pub fn worker_id(&self) -> String {
+        self.listener.to_string()
+    }
+
+    /// Where other workers and clients reach this one's REST API.
+    pub fn advertised_url(&self) -> String {
+        let scheme = if self.listener_tls.is_some() { "https" } else { "http" };
+        self.rest_advertised_url.clone().unwrap_or_else(|| format!("{scheme}://{}", self.listener))
+    }
+
+    /// The REST listener is bound at `address`: a port 0 is a real one now.
+    pub fn bind(&mut self, address: SocketAddr) {
+        self.listener = address;
+    }
+
+    /// `bootstrap.servers`, once known (see [`WorkerConfig::bootstrap_servers`]).
+    pub(super) fn bootstrap(&self) -> &str {
+        self.bootstrap_servers.as_deref().unwrap_or_default()
+    }
+
+    fn parse_from(raw: &BTreeMap<String, String>, source: Option<&Path>) -> Result<Self, Vec<Problem>> {
         let keys = worker_keys();
         let (values, mut problems) = keys.parse(raw);
         for key in raw.keys().filter(|k| keys.find(k).is_none()) {
@@ -118,9 +149,8 @@ impl WorkerFile {
                 replication_factor: values.int("status.storage.replication.factor"),
             });
         let group_id = values.string("group.id").trim().to_string();
-        let group = (!group_id.is_empty()).then(|| Group {
+        let group = (!group_id.is_empty()).then(|| GroupConfig {
             group_id,
-            advertised_url: Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty()),
             session_timeout: values.millis("session.timeout.ms"),
             heartbeat_interval: values.millis("heartbeat.interval.ms"),
             rebalance_timeout: values.millis("rebalance.timeout.ms"),
@@ -154,69 +184,52 @@ impl WorkerFile {
         if !problems.is_empty() {
             return Err(problems);
         }
-        Ok(WorkerFile {
+        let defaults = WorkerDefaults { policy, providers, clients, ..WorkerDefaults::default() };
+        let rest_advertised_url =
+            Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty());
+        let mut worker = WorkerConfig {
             listener,
             listener_tls,
             rest_users: path("rest.auth.basic.users.file"),
             rest_tokens: path("rest.auth.bearer.tokens.file"),
             rest_host_names: {
-                let advertised = url::Url::parse(values.string("rest.advertised.url").trim()).ok();
+                let advertised = rest_advertised_url.as_deref().and_then(|u| url::Url::parse(u).ok());
                 let advertised = advertised.and_then(|u| u.host_str().map(String::from));
                 values.list("rest.host.names").iter().cloned().chain(advertised).collect()
             },
+            rest_advertised_url,
             bootstrap_servers,
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
             config_topic,
             status_topic,
             group,
-            policy,
-            providers,
-            clients,
-        })
-    }
-}
-
-impl WorkerFile {
-    /// What the worker decides for its connectors, with its own files that
-    /// hold secrets protected: the config file it was read from (`source`),
-    /// the REST API's credentials and key, its clients' keys (no grant
-    /// reaches them, no provider reads them) and where its providers read
-    /// secrets (no grant reaches them). The state file, cache and plugin
-    /// directory the herder's worker adds when it starts.
-    pub fn defaults(&self, source: Option<&Path>) -> WorkerDefaults {
-        let mut defaults = WorkerDefaults {
-            policy: self.policy.clone(),
-            providers: self.providers.clone(),
-            clients: self.clients.clone(),
-            ..WorkerDefaults::default()
+            defaults,
         };
+        worker.protect_own_secrets(source);
+        Ok(worker)
+    }
+
+    /// Keeps the worker's files that hold secrets out of every grant and
+    /// provider: the config file it was read from (`source`), the REST
+    /// API's credentials and key, its clients' keys, and where its
+    /// providers read secrets. The state file, cache and plugin directory
+    /// the herder adds when it starts.
+    fn protect_own_secrets(&mut self, source: Option<&Path>) {
+        let defaults = &mut self.defaults;
         let mut files: Vec<(PathBuf, &'static str)> = Vec::new();
         files.extend(source.map(|p| (p.to_path_buf(), "config file")));
         let rest = [&self.rest_users, &self.rest_tokens, &self.listener_tls.as_ref().map(|(_, key)| key.clone())];
         files.extend(rest.into_iter().flatten().map(|p| (p.clone(), "a REST credentials or key file")));
-        files.extend(self.clients.key_files().into_iter().map(|p| (p, "Kafka client key")));
+        files.extend(defaults.clients.key_files().into_iter().map(|p| (p, "Kafka client key")));
         for (path, what) in files {
             defaults.policy.protect(&path, what);
             defaults.providers.protect(&path);
         }
-        for path in self.providers.secret_paths() {
+        for path in defaults.providers.secret_paths() {
             defaults.policy.protect(&path, "config providers' secrets");
         }
-        defaults
     }
-}
-
-/// The worker's group, as the file says it; the advertised URL defaults to
-/// the listener's address once it is bound.
-#[derive(Clone, Debug)]
-pub struct Group {
-    pub group_id: String,
-    pub advertised_url: Option<String>,
-    pub session_timeout: std::time::Duration,
-    pub heartbeat_interval: std::time::Duration,
-    pub rebalance_timeout: std::time::Duration,
-    pub rebalance_delay: std::time::Duration,
 }
 
 /// `http://HOST:PORT` or `https://HOST:PORT`, one listener; true for HTTPS.
@@ -547,15 +560,16 @@ mod tests {
         )
         .unwrap();
         let overrides = BTreeMap::from([("plugin.path".to_string(), "/opt/plugins".to_string())]);
-        let worker = WorkerFile::load(Some(file.path()), &overrides).unwrap();
+        let worker = WorkerConfig::load(Some(file.path()), &overrides).unwrap();
         assert_eq!(worker.bootstrap_servers.as_deref(), Some("kafka:9092"));
         assert_eq!(worker.listener, "0.0.0.0:8084".parse().unwrap());
         assert_eq!((worker.listener_tls, worker.rest_users), (None, None));
         assert_eq!(worker.plugin_dir, PathBuf::from("/opt/plugins"));
         assert_eq!(worker.state_file, PathBuf::from(".spillway/connectors.json"), "the default");
-        assert_eq!(worker.policy.fs_dirs, [PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);
-        assert_eq!(worker.policy.net_connect.len(), 1);
-        assert_eq!((worker.policy.tasks_max, worker.policy.memory_max_bytes), (Some(8), None));
+        let policy = &worker.defaults.policy;
+        assert_eq!(policy.fs_dirs, [PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);
+        assert_eq!(policy.net_connect.len(), 1);
+        assert_eq!((policy.tasks_max, policy.memory_max_bytes), (Some(8), None));
     }
 
     #[test]
@@ -578,7 +592,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let problems = WorkerFile::parse(&raw).unwrap_err();
+        let problems = WorkerConfig::parse(&raw).unwrap_err();
         let mut keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
         keys.sort();
         assert_eq!(
