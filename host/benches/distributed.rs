@@ -18,7 +18,7 @@ mod scale;
 mod support;
 
 use scale::Scaled;
-use spillway::herder::{ConfigTopic, GroupConfig, Herder, State, StatusTopic};
+use spillway::herder::{Herder, State};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -49,19 +49,25 @@ async fn run(broker: &support::Broker, workers: usize) -> f64 {
     let mut dirs = Vec::new();
     for i in 0..workers {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = support::herder::worker_config(&broker.bootstrap, dir.path(), &support::herder::plugin_dir());
-        config.worker_id = format!("bench-{i}");
-        config.config_topic = Some(ConfigTopic { name: format!("{group}-configs"), replication_factor: -1 });
-        config.status_topic =
-            Some(StatusTopic { name: format!("{group}-status"), partitions: 5, replication_factor: -1 });
-        config.group = Some(GroupConfig {
-            group_id: group.clone(),
-            advertised_url: format!("http://bench-{i}"),
-            session_timeout: Duration::from_secs(6),
-            heartbeat_interval: Duration::from_secs(1),
-            rebalance_timeout: Duration::from_secs(30),
-            rebalance_delay: Duration::ZERO,
-        });
+        // Workers told apart by their listeners, which nothing binds here.
+        let (configs, statuses) = (format!("{group}-configs"), format!("{group}-status"));
+        let listener = format!("http://127.0.0.1:{}", 18300 + i);
+        let config = support::herder::worker_config_with(
+            &broker.bootstrap,
+            &support::worker_state_file(dir.path()),
+            &support::herder::plugin_dir(),
+            &[
+                ("listeners", &listener),
+                ("group.id", &group),
+                ("config.storage.topic", &configs),
+                ("status.storage.topic", &statuses),
+                ("status.storage.partitions", "5"),
+                ("session.timeout.ms", "6000"),
+                ("heartbeat.interval.ms", "1000"),
+                ("rebalance.timeout.ms", "30000"),
+                ("scheduled.rebalance.max.delay.ms", "0"),
+            ],
+        );
         herders.push(Herder::start(config, support::herder::test_runtime()).await.unwrap());
         dirs.push(dir);
     }

@@ -309,9 +309,11 @@ async fn a_file_changed_under_a_digest_pin_is_refused() {
     tamper(&mut bytes);
     std::fs::write(&file, &bytes).unwrap();
     let report = herder.reload_plugins().await.unwrap();
-    assert_eq!(report.installed, ["misbehave@0.1.0"], "{report:?}");
+    // The plugin directory's watcher (every 2 s) may have installed it first.
+    let by_watcher = report.installed.is_empty() && report.refused.is_empty();
+    assert!(report.installed == ["misbehave@0.1.0"] || by_watcher, "{report:?}");
     let now = digest_of(&herder.plugins().await.unwrap(), "0.1.0");
-    assert_ne!(now, pinned);
+    assert_ne!(now, pinned, "the changed file is installed");
 
     // A restart resolves the plugin again: the pin no longer matches.
     herder.restart("pinned".into(), true, false).await.unwrap();

@@ -5,65 +5,26 @@
 //! plugin sees the records as before.
 
 use crate::__private::bindings::spillway::connector::types as wire;
-pub use wire::{Outcome, TimestampType};
+use spillway_record::{FlushScope, Header, Outcome, Settlement, SinkRecord, TimestampType};
 
-/// A record as a sink receives it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SinkRecord {
-    /// The host's handle for this delivery, unique within a task for its
-    /// lifetime. Outcomes and settlements name records by it.
-    pub id: u64,
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    /// Milliseconds since the Unix epoch; -1 when there is none.
-    pub timestamp: i64,
-    pub timestamp_type: TimestampType,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    /// In the record's order; Kafka allows several with the same key.
-    pub headers: Vec<Header>,
-    /// How many times a share group has delivered this record, 1 on the
-    /// first delivery. Always 1 under a classic consumer group.
-    pub delivery_count: u16,
-    /// When the share group's acquisition lock on this delivery runs out, in
-    /// milliseconds since the Unix epoch; none under a classic consumer
-    /// group. Before then the host asks for it with a scoped flush.
-    pub lock_deadline: Option<i64>,
+impl From<wire::Outcome> for Outcome {
+    fn from(outcome: wire::Outcome) -> Self {
+        match outcome {
+            wire::Outcome::Accept => Outcome::Accept,
+            wire::Outcome::Hold => Outcome::Hold,
+            wire::Outcome::Retry(why) => Outcome::Retry(why),
+            wire::Outcome::Reject(why) => Outcome::Reject(why),
+        }
+    }
 }
 
-/// One record header.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Header {
-    pub key: String,
-    pub value: Option<Vec<u8>>,
-}
-
-/// What a `put` did: one outcome per record of the batch, in its order.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PutReport {
-    pub outcomes: Vec<Outcome>,
-    /// Records held by earlier calls that this call settled.
-    pub settled: Vec<Settlement>,
-}
-
-/// The final fate of a record that an earlier call held. [`Outcome::Hold`]
-/// here means "still held".
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settlement {
-    pub id: u64,
-    pub outcome: Outcome,
-}
-
-/// Which held records a `flush` must make durable.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FlushScope {
-    /// Every held record: the task is stopping, or the broker hands out no
-    /// more records while these are held.
-    All,
-    /// At least these (their locks are about to run out, or they waited
-    /// `flush.interval.ms`); settling others with them is fine.
-    Records(Vec<u64>),
+fn wire_outcome(outcome: Outcome) -> wire::Outcome {
+    match outcome {
+        Outcome::Accept => wire::Outcome::Accept,
+        Outcome::Hold => wire::Outcome::Hold,
+        Outcome::Retry(why) => wire::Outcome::Retry(why),
+        Outcome::Reject(why) => wire::Outcome::Reject(why),
+    }
 }
 
 /// Little-endian numbers of one width, laid end to end.
@@ -126,11 +87,7 @@ pub(crate) fn records(batch: wire::RecordBatch) -> Vec<SinkRecord> {
             partition: partitions.next().unwrap_or_default(),
             offset: offsets.next().unwrap_or_default(),
             timestamp: timestamps.next().unwrap_or(-1),
-            timestamp_type: match timestamp_types.next() {
-                Some(1) => TimestampType::CreateTime,
-                Some(2) => TimestampType::LogAppendTime,
-                _ => TimestampType::NoTimestampType,
-            },
+            timestamp_type: TimestampType::from_code(timestamp_types.next().copied().unwrap_or_default()),
             key: keys.get(i).map(<[u8]>::to_vec),
             value: values.get(i).map(<[u8]>::to_vec),
             headers,
@@ -143,40 +100,26 @@ pub(crate) fn records(batch: wire::RecordBatch) -> Vec<SinkRecord> {
 
 /// Outcomes as runs of equal ones.
 pub(crate) fn outcome_runs(outcomes: Vec<Outcome>) -> Vec<wire::OutcomeRun> {
-    let mut runs: Vec<wire::OutcomeRun> = Vec::new();
-    for outcome in outcomes {
-        match runs.last_mut() {
-            Some(run) if run.outcome == outcome => run.count += 1,
-            _ => runs.push(wire::OutcomeRun { count: 1, outcome }),
-        }
-    }
-    runs
+    let runs = spillway_record::runs(outcomes);
+    runs.into_iter().map(|(count, outcome)| wire::OutcomeRun { count, outcome: wire_outcome(outcome) }).collect()
 }
 
 /// Settlements as ranges of consecutive ids with one outcome, in order.
 pub(crate) fn settlement_ranges(settled: Vec<Settlement>) -> Vec<wire::Settlement> {
-    let mut ranges: Vec<wire::Settlement> = Vec::new();
-    for Settlement { id, outcome } in settled {
-        match ranges.last_mut() {
-            Some(last)
-                if last.outcome == outcome
-                    && last.ids.first.checked_add(u64::from(last.ids.count)) == Some(id)
-                    && last.ids.count < u32::MAX =>
-            {
-                last.ids.count += 1
-            }
-            _ => ranges.push(wire::Settlement { ids: wire::IdRange { first: id, count: 1 }, outcome }),
-        }
-    }
-    ranges
+    let ranges = spillway_record::id_ranges(settled.into_iter().map(|s| (s.id, s.outcome)));
+    let settlement = |(first, count, outcome)| wire::Settlement {
+        ids: wire::IdRange { first, count },
+        outcome: wire_outcome(outcome),
+    };
+    ranges.into_iter().map(settlement).collect()
 }
 
 pub(crate) fn scope(scope: wire::FlushScope) -> FlushScope {
     match scope {
         wire::FlushScope::All => FlushScope::All,
-        wire::FlushScope::Records(ranges) => FlushScope::Records(
-            ranges.iter().flat_map(|r| (0..u64::from(r.count)).map(move |i| r.first.saturating_add(i))).collect(),
-        ),
+        wire::FlushScope::Records(ranges) => {
+            FlushScope::Records(ranges.iter().flat_map(|r| spillway_record::range_ids(r.first, r.count)).collect())
+        }
     }
 }
 
@@ -258,7 +201,7 @@ mod tests {
     #[test]
     fn outcomes_and_settlements_travel_as_runs_and_ranges() {
         let runs = outcome_runs(vec![Outcome::Hold, Outcome::Hold, Outcome::Reject("x".into()), Outcome::Hold]);
-        let runs: Vec<(u32, Outcome)> = runs.into_iter().map(|r| (r.count, r.outcome)).collect();
+        let runs: Vec<(u32, Outcome)> = runs.into_iter().map(|r| (r.count, r.outcome.into())).collect();
         assert_eq!(runs, [(2, Outcome::Hold), (1, Outcome::Reject("x".into())), (1, Outcome::Hold)]);
         let settled = |id, outcome| Settlement { id, outcome };
         let ranges = settlement_ranges(vec![
@@ -268,7 +211,7 @@ mod tests {
             settled(7, Outcome::Retry("r".into())),
         ]);
         let ranges: Vec<(u64, u32, Outcome)> =
-            ranges.into_iter().map(|r| (r.ids.first, r.ids.count, r.outcome)).collect();
+            ranges.into_iter().map(|r| (r.ids.first, r.ids.count, r.outcome.into())).collect();
         assert_eq!(
             ranges,
             [(1, 2, Outcome::Accept), (3, 1, Outcome::Retry("r".into())), (7, 1, Outcome::Retry("r".into()))]

@@ -129,13 +129,13 @@ pub mod __private {
 }
 
 pub use __private::bindings::spillway::connector::types::{
-    ConfigError, ConfigKey, ConfigType, Importance, Outcome, PluginMetadata, TimestampType,
+    ConfigError, ConfigKey, ConfigType, Importance, PluginMetadata,
 };
 /// The one retriable / fatal classification: what a call into the plugin
 /// returns, and what every capability returns, so `?` passes a capability's
 /// error on unchanged.
 pub use __private::bindings::spillway::types::errors::Error as TaskError;
-pub use batch::{FlushScope, Header, PutReport, Settlement, SinkRecord};
+pub use spillway_record::{FlushScope, Header, Outcome, PutReport, Settlement, SinkRecord, TimestampType};
 
 /// The version of the WIT contract (`spillway:connector`) this SDK builds
 /// plugins against; a host refuses a plugin built against another 0.minor
@@ -167,13 +167,6 @@ pub trait Sink: Sized + 'static {
     }
 
     fn stop(&mut self) {}
-}
-
-impl PutReport {
-    /// Every record of a batch of `len` written durably.
-    pub fn accept_all(len: usize) -> Self {
-        PutReport { outcomes: vec![Outcome::Accept; len], settled: Vec::new() }
-    }
 }
 
 impl PluginMetadata {

@@ -6,55 +6,20 @@
 //! columns and reads the plugin's runs and ranges back as per-record
 //! outcomes and settlements.
 
+pub use super::bindings::TaskError;
 use super::bindings::{self, ByteStrings, IdRange, OutcomeRun};
-pub use super::bindings::{Outcome, TaskError, TimestampType};
+pub use spillway_record::{FlushScope, Header, Outcome, PutReport, Settlement, SinkRecord, TimestampType};
 use std::collections::HashMap;
 
-/// One record as a test or a benchmark builds it; the task packs its
-/// consumed records directly ([`BatchBuilder::push`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SinkRecord {
-    pub id: u64,
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    /// Milliseconds since the Unix epoch; -1 when there is none.
-    pub timestamp: i64,
-    pub timestamp_type: TimestampType,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<Header>,
-    pub delivery_count: u16,
-    /// Milliseconds since the Unix epoch; none under a classic group.
-    pub lock_deadline: Option<i64>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Header {
-    pub key: String,
-    pub value: Option<Vec<u8>>,
-}
-
-/// What a `put` did, one outcome per record of the batch, in its order.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PutReport {
-    pub outcomes: Vec<Outcome>,
-    /// Records held by earlier calls that this call settled.
-    pub settled: Vec<Settlement>,
-}
-
-/// The final fate of one record that an earlier call held.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settlement {
-    pub id: u64,
-    pub outcome: Outcome,
-}
-
-/// Which held records a `flush` must make durable.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FlushScope {
-    All,
-    Records(Vec<u64>),
+impl From<bindings::Outcome> for Outcome {
+    fn from(outcome: bindings::Outcome) -> Self {
+        match outcome {
+            bindings::Outcome::Accept => Outcome::Accept,
+            bindings::Outcome::Hold => Outcome::Hold,
+            bindings::Outcome::Retry(why) => Outcome::Retry(why),
+            bindings::Outcome::Reject(why) => Outcome::Reject(why),
+        }
+    }
 }
 
 /// A batch ready for `put`.
@@ -176,11 +141,7 @@ impl BatchBuilder {
         b.partitions.extend_from_slice(&r.partition.to_le_bytes());
         b.offsets.extend_from_slice(&r.offset.to_le_bytes());
         b.timestamps.extend_from_slice(&r.timestamp.to_le_bytes());
-        b.timestamp_types.push(match r.timestamp_type {
-            TimestampType::NoTimestampType => 0,
-            TimestampType::CreateTime => 1,
-            TimestampType::LogAppendTime => 2,
-        });
+        b.timestamp_types.push(r.timestamp_type.code());
         push_entry(&mut b.keys, r.key);
         push_entry(&mut b.values, r.value);
         for (key, value) in r.headers {
@@ -222,7 +183,7 @@ pub(super) fn expand_outcomes(runs: Vec<OutcomeRun>, records: usize) -> Option<V
     }
     let mut outcomes = Vec::with_capacity(records);
     for run in runs {
-        outcomes.extend(std::iter::repeat_n(run.outcome, run.count as usize));
+        outcomes.extend(std::iter::repeat_n(Outcome::from(run.outcome), run.count as usize));
     }
     Some(outcomes)
 }
@@ -231,9 +192,9 @@ pub(super) fn expand_outcomes(runs: Vec<OutcomeRun>, records: usize) -> Option<V
 pub(super) fn expand_settlements(settled: Vec<bindings::Settlement>) -> Vec<Settlement> {
     let mut out = Vec::new();
     for s in settled {
-        let IdRange { first, count } = s.ids;
+        let outcome = Outcome::from(s.outcome);
         out.extend(
-            (0..u64::from(count)).map(|i| Settlement { id: first.saturating_add(i), outcome: s.outcome.clone() }),
+            spillway_record::range_ids(s.ids.first, s.ids.count).map(|id| Settlement { id, outcome: outcome.clone() }),
         );
     }
     out
@@ -250,16 +211,8 @@ impl From<&FlushScope> for bindings::FlushScope {
 
 /// Ids as ranges of consecutive ids, in the order given.
 pub fn id_ranges(ids: &[u64]) -> Vec<IdRange> {
-    let mut ranges: Vec<IdRange> = Vec::new();
-    for &id in ids {
-        match ranges.last_mut() {
-            Some(last) if last.first.checked_add(u64::from(last.count)) == Some(id) && last.count < u32::MAX => {
-                last.count += 1
-            }
-            _ => ranges.push(IdRange { first: id, count: 1 }),
-        }
-    }
-    ranges
+    let ranges = spillway_record::id_ranges(ids.iter().map(|id| (*id, ())));
+    ranges.into_iter().map(|(first, count, ())| IdRange { first, count }).collect()
 }
 
 #[cfg(test)]
@@ -315,15 +268,16 @@ mod tests {
     #[test]
     fn runs_and_ranges_become_one_outcome_per_record() {
         let runs = vec![
-            OutcomeRun { count: 2, outcome: Outcome::Accept },
-            OutcomeRun { count: 1, outcome: Outcome::Reject("bad".into()) },
+            OutcomeRun { count: 2, outcome: bindings::Outcome::Accept },
+            OutcomeRun { count: 1, outcome: bindings::Outcome::Reject("bad".into()) },
         ];
         assert_eq!(
             expand_outcomes(runs.clone(), 3),
             Some(vec![Outcome::Accept, Outcome::Accept, Outcome::Reject("bad".into())])
         );
         assert_eq!(expand_outcomes(runs, 4), None, "runs that do not cover the batch");
-        let settled = vec![bindings::Settlement { ids: IdRange { first: 4, count: 2 }, outcome: Outcome::Accept }];
+        let settled =
+            vec![bindings::Settlement { ids: IdRange { first: 4, count: 2 }, outcome: bindings::Outcome::Accept }];
         assert_eq!(
             expand_settlements(settled),
             [Settlement { id: 4, outcome: Outcome::Accept }, Settlement { id: 5, outcome: Outcome::Accept }]
