@@ -8,11 +8,13 @@
 
 pub mod capabilities;
 pub mod cli;
-pub mod config;
+/// The ConfigDef machinery, its own crate: it imports nothing of Spillway.
+pub use spillway_config as config;
 pub mod connector;
 pub mod herder;
 pub mod kafka;
-pub mod policy;
+/// The operator's ceilings, its own crate: it imports only `config`.
+pub use spillway_policy as policy;
 pub mod rest;
 pub mod runtime;
 pub mod task;

@@ -18,8 +18,8 @@ pub use client_overrides::{ClientOverrides, SettingKind};
 pub use targets::{Target, TargetPolicy};
 pub use topics::internal_topic;
 
-use crate::config::{Problem, Values};
 use ipnet::IpNet;
+use spillway_config::{Problem, Values};
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;

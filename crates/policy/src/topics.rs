@@ -5,8 +5,8 @@
 //! host's (exactly-once positions and offset syncs, `spillway-*.internal`).
 
 use super::{Asked, GrantPolicy};
-use crate::config::Problem;
 use regex::Regex;
+use spillway_config::Problem;
 
 /// Names a `topics.regex` is tried against: Kafka's internal topics, and
 /// one of each kind the host keeps.

@@ -7,7 +7,7 @@
 //! `postgres://db:54321`, nor `postgres://db` `postgres://db.evil.example`.
 
 use super::Asked;
-use crate::config::{Problem, Values};
+use spillway_config::{Problem, Values};
 
 /// What a grant names, as the policy checks it.
 #[derive(Clone, Debug, PartialEq, Eq)]

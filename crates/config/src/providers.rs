@@ -242,7 +242,7 @@ impl ConfigProviders {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConfigDef;
+    use crate::ConfigDef;
 
     fn def() -> ConfigDef {
         ConfigDef::new().group("Config providers", keys())

@@ -4,7 +4,7 @@
 //! says which keys are secret, and documents itself for the REST API and the
 //! README.
 //!
-//! A leaf: nothing here knows the rest of the crate.
+//! A leaf crate: it knows nothing of the rest of Spillway.
 
 mod key;
 mod pattern;
@@ -265,10 +265,10 @@ impl Values<'_> {
 /// Fails unless README.md holds `def`'s markdown table verbatim between
 /// `<!-- {marker}:begin -->` and `<!-- {marker}:end -->`; `command` is the
 /// `spillway` subcommand that prints it.
-#[cfg(test)]
-pub(crate) fn assert_readme_documents(def: &ConfigDef, marker: &str, command: &str) {
+#[doc(hidden)]
+pub fn assert_readme_documents(def: &ConfigDef, marker: &str, command: &str) {
     let (begin, end) = (format!("<!-- {marker}:begin -->\n"), format!("<!-- {marker}:end -->"));
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let readme = std::fs::read_to_string(path).unwrap();
     let table = def.markdown_table();
     let documented = readme.split_once(&begin).and_then(|(_, rest)| rest.split_once(&end)).map(|(t, _)| t.trim());
