@@ -12,7 +12,8 @@ pub mod cli;
 pub use spillway_config as config;
 pub mod connector;
 pub mod herder;
-pub mod kafka;
+/// Every Kafka client, its own crate: it imports only `config` and `policy`.
+pub use spillway_kafka as kafka;
 /// The operator's ceilings, its own crate: it imports only `config`.
 pub use spillway_policy as policy;
 pub mod rest;

@@ -3,8 +3,8 @@
 //! with correlation ids, one request in flight at a time.
 
 use super::error::ShareError;
-use crate::kafka::security::scram::{ScramClient, ScramHash};
-use crate::kafka::security::{ClientSecurity, Mechanism, SaslCredentials};
+use crate::security::scram::{ScramClient, ScramHash};
+use crate::security::{ClientSecurity, Mechanism, SaslCredentials};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,

@@ -99,8 +99,7 @@ pub async fn delete_group(cluster: &ClusterAccess, group: &str) -> Result<GroupD
     use kafka_protocol::messages::{DeleteGroupsRequest, GroupId};
     use kafka_protocol::protocol::StrBytes;
     let security = cluster.security(Role::Admin)?;
-    let cluster =
-        crate::kafka::share::Cluster::bootstrap(&cluster.bootstrap, "spillway-groups", TIMEOUT, &security).await?;
+    let cluster = crate::share::Cluster::bootstrap(&cluster.bootstrap, "spillway-groups", TIMEOUT, &security).await?;
     let Some(version) = cluster.versions.served::<DeleteGroupsRequest>() else {
         return Ok(GroupDeletion::NotServed);
     };

@@ -8,7 +8,7 @@
 pub mod scram;
 mod tls;
 
-use crate::config::{Password, Type};
+use spillway_config::{Password, Type};
 use std::fmt;
 use std::sync::Arc;
 

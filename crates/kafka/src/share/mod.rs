@@ -22,14 +22,14 @@ mod session;
 mod subscription;
 
 /// Our kafka-protocol client, for group RPCs librdkafka lacks or mishandles.
-pub(crate) use cluster::Cluster;
+pub use cluster::Cluster;
 pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
 pub(crate) use connection::Connection;
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
 pub use offsets::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
 
-use crate::kafka::security::ClientSecurity;
+use crate::security::ClientSecurity;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;

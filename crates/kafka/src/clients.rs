@@ -9,8 +9,8 @@
 //! `policy.client.overrides` allows its kind.
 
 use super::security::{self, ClientSecurity};
-use crate::config::Problem;
-use crate::policy::{ClientOverrides, SettingKind};
+use spillway_config::Problem;
+use spillway_policy::{ClientOverrides, SettingKind};
 use std::collections::BTreeMap;
 use std::fmt;
 

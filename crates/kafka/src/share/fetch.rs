@@ -1,7 +1,7 @@
 //! Turning one partition of a ShareFetch response into records: only offsets
 //! inside the AcquiredRecords ranges are ours.
 
-use crate::kafka::{ConsumedRecord, TimestampType};
+use crate::{ConsumedRecord, TimestampType};
 use bytes::Bytes;
 use kafka_protocol::messages::share_fetch_response::PartitionData;
 use kafka_protocol::records::{self, Record, RecordBatchDecoder};

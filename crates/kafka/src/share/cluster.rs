@@ -3,7 +3,7 @@
 
 use super::connection::{ApiVersions, Connection};
 use super::error::ShareError;
-use crate::kafka::security::ClientSecurity;
+use crate::security::ClientSecurity;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, MetadataRequest, TopicName, metadata_request::MetadataRequestTopic,
@@ -17,13 +17,13 @@ use uuid::Uuid;
 /// Topic ids in Metadata need v10 or later.
 const MIN_METADATA_VERSION: i16 = 10;
 
-pub(crate) struct Cluster {
+pub struct Cluster {
     client_id: String,
     /// TLS and SASL of every connection.
     security: ClientSecurity,
     pub timeout: Duration,
     bootstrap: Vec<String>,
-    pub versions: ApiVersions,
+    pub(crate) versions: ApiVersions,
     view: Mutex<View>,
     /// Connection for Metadata and FindCoordinator, kept open: on the mock
     /// every closed connection destroys all share sessions on that broker.
@@ -86,12 +86,12 @@ impl Cluster {
     }
 
     /// Open a connection that nobody else uses (the coordinator's).
-    pub async fn connect(&self, addr: &str) -> Result<Connection, ShareError> {
+    pub(crate) async fn connect(&self, addr: &str) -> Result<Connection, ShareError> {
         Connection::connect(addr, &self.client_id, self.timeout, &self.security).await
     }
 
     /// The pooled connection to broker `node`, reconnecting if it died.
-    pub async fn broker(&self, node: i32) -> Result<Arc<Connection>, ShareError> {
+    pub(crate) async fn broker(&self, node: i32) -> Result<Arc<Connection>, ShareError> {
         let mut pool = self.pool.lock().await;
         if let Some(conn) = pool.get(&node).filter(|c| c.is_alive()) {
             return Ok(conn.clone());

@@ -10,7 +10,7 @@
 use super::cluster::Cluster;
 use super::connection::Connection;
 use super::error::ShareError;
-use crate::kafka::clients::{ClusterAccess, Role};
+use crate::clients::{ClusterAccess, Role};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,

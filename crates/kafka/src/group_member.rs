@@ -78,7 +78,7 @@ const HEARTBEAT_VERSION: i16 = 3;
 const LEAVE_VERSION: i16 = 3;
 
 impl GroupMember {
-    pub(crate) fn new(cluster: Arc<Cluster>, settings: GroupSettings) -> Self {
+    pub fn new(cluster: Arc<Cluster>, settings: GroupSettings) -> Self {
         GroupMember { cluster, settings, coordinator: None, member_id: String::new(), generation: -1 }
     }
 

@@ -3,7 +3,7 @@
 
 use super::TopicPartition;
 use super::error::ShareError;
-use crate::kafka::AckType;
+use crate::AckType;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@ use super::membership::Membership;
 use super::session::{Session, Tip};
 use super::subscription::Subscription;
 use super::{CommitResult, ShareConsumerConfig, TopicPartition};
-use crate::kafka::{AckType, ConsumedRecord};
+use crate::{AckType, ConsumedRecord};
 use futures::future::join_all;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
