@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The package set of README's test command: another set unifies features
 # differently and would build the host a second time.
-packages=(-p spillway -p spillway-sdk -p s3-sink -p sql-sink -p mirror)
+packages=(-p spillway -p spillway-sdk -p spillway-record -p spillway-config -p spillway-policy -p spillway-kafka -p s3-sink -p sql-sink -p mirror)
 all=(put_throughput share_loop s3_sink sql_sink mirror languages hot_swap distributed)
 if [ "${1:-}" = --smoke ]; then
   export SPILLWAY_BENCH_SMOKE=1
