@@ -10,9 +10,7 @@
 # finish is reported and does not stop the others; the exit code counts them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The package set of README's test command: another set unifies features
-# differently and would build the host a second time.
-packages=(-p spillway -p spillway-sdk -p spillway-record -p spillway-config -p spillway-policy -p spillway-kafka -p s3-sink -p sql-sink -p mirror)
+. scripts/packages.sh
 all=(put_throughput share_loop s3_sink sql_sink mirror languages hot_swap distributed)
 if [ "${1:-}" = --smoke ]; then
   export SPILLWAY_BENCH_SMOKE=1
@@ -23,7 +21,7 @@ benches=("$@")
 
 scripts/host-deps.sh
 scripts/build-plugins.sh
-cargo bench "${packages[@]}" --no-run
+cargo bench "${PACKAGES[@]}" --no-run
 if [ -z "${SPILLWAY_TEST_BOOTSTRAP:-}" ]; then
   trap 'scripts/kafka.sh stop --dir target/kafka-bench; scripts/kafka.sh stop --dir target/kafka-bench-target' EXIT
   SPILLWAY_TEST_BOOTSTRAP=$(scripts/kafka.sh start --dir target/kafka-bench | tail -1)
@@ -35,6 +33,6 @@ fi
 failed=0
 for bench in "${benches[@]}"; do
   echo "== $bench"
-  cargo bench -q "${packages[@]}" --bench "$bench" || { echo "benchmark $bench did not finish (exit $?)"; failed=$((failed + 1)); }
+  cargo bench -q "${PACKAGES[@]}" --bench "$bench" || { echo "benchmark $bench did not finish (exit $?)"; failed=$((failed + 1)); }
 done
 exit "$failed"

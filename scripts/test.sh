@@ -11,7 +11,7 @@
 # compiling keeps both cores busy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PACKAGES=(-p spillway -p spillway-sdk -p spillway-record -p spillway-config -p spillway-policy -p spillway-kafka -p s3-sink -p sql-sink -p mirror)
+. scripts/packages.sh
 mkdir -p target/tmp
 
 # Whether the Python distribution $1 is installed at exactly version $2.

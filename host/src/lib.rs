@@ -6,7 +6,9 @@
 //! plugin reaches the outside world only through [`capabilities`]. [`config`]
 //! is the `ConfigDef` machinery behind every connector config key.
 
-pub mod capabilities;
+/// What a plugin may reach, its own crate: it imports `config`, `policy`
+/// and `kafka`.
+pub use spillway_capabilities as capabilities;
 pub mod cli;
 /// The ConfigDef machinery, its own crate: it imports nothing of Spillway.
 pub use spillway_config as config;
@@ -17,6 +19,7 @@ pub use spillway_kafka as kafka;
 /// The operator's ceilings, its own crate: it imports only `config`.
 pub use spillway_policy as policy;
 pub mod rest;
-pub mod runtime;
+/// wasmtime and the plugin contract, its own crate: it imports
+/// `capabilities` and `kafka`.
+pub use spillway_runtime as runtime;
 pub mod task;
-pub mod tls;

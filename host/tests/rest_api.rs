@@ -88,7 +88,7 @@ impl Host {
             url: format!("http://{addr}"),
             herder,
             http: {
-                spillway::tls::install_crypto_provider();
+                spillway::capabilities::tls::install_crypto_provider();
                 reqwest::Client::new()
             },
             stop: Some(stop),

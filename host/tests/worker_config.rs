@@ -114,7 +114,7 @@ async fn the_rest_api_over_https_admits_only_known_users_and_tokens() {
         .stderr(std::fs::File::create(dir.path().join("worker.log")).unwrap())
         .spawn()
         .unwrap();
-    spillway::tls::install_crypto_provider();
+    spillway::capabilities::tls::install_crypto_provider();
     let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let client = reqwest::Client::builder().add_root_certificate(ca).build().unwrap();
     let url = format!("https://127.0.0.1:{port}/connectors");

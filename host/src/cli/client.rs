@@ -36,7 +36,7 @@ impl Answer {
 
 impl Client {
     pub fn new(base: &str) -> Result<Self, CliError> {
-        crate::tls::install_crypto_provider();
+        crate::capabilities::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| CliError::local(format!("building the HTTP client: {e}")))?;

@@ -60,7 +60,7 @@ pub async fn to_leader(State(state): State<AppState>, request: Request, next: Ne
 /// One client for every forward, with the crypto provider it needs.
 fn client() -> &'static reqwest::Client {
     static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
-        crate::tls::install_crypto_provider();
+        crate::capabilities::tls::install_crypto_provider();
         reqwest::Client::new()
     });
     &CLIENT

@@ -417,7 +417,7 @@ impl S3Server {
 
     /// The bucket as the test reads it back, bypassing Spillway.
     pub fn bucket(&self, bucket: &str) -> object_store::aws::AmazonS3 {
-        spillway::tls::install_crypto_provider();
+        spillway::capabilities::tls::install_crypto_provider();
         object_store::aws::AmazonS3Builder::new()
             .with_endpoint(&self.endpoint)
             .with_allow_http(true)

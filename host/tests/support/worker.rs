@@ -59,7 +59,7 @@ impl Worker {
             .expect("starting spillway serve");
         let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
         // reqwest builds its clients with TLS, which needs the provider.
-        spillway::tls::install_crypto_provider();
+        spillway::capabilities::tls::install_crypto_provider();
         let deadline = Instant::now() + PATIENCE;
         while reqwest::get(&worker.url).await.is_err() {
             assert!(Instant::now() < deadline, "the worker never answered");

@@ -1,0 +1,66 @@
+//! `spillway:log`: plugin log lines into `tracing`, under the target
+//! `spillway::plugin` with the connector and task as a field. Always linked:
+//! it reaches nothing outside the host.
+
+use std::sync::Arc;
+use wasmtime::component::{HasData, Linker};
+
+pub const VERSION: &str = "0.1.0";
+
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "spillway:log/imports",
+    });
+}
+
+use bindings::spillway::log::log::{Host, Level};
+
+/// The log capability's state: whose lines these are.
+pub struct LogCtx {
+    task: Arc<str>,
+}
+
+impl LogCtx {
+    pub fn new(task: &str) -> Self {
+        LogCtx { task: task.into() }
+    }
+}
+
+/// How a store's data lends the runtime its [`LogCtx`].
+pub trait LogView: Send {
+    fn log(&mut self) -> &mut LogCtx;
+}
+
+struct HasLog;
+
+impl HasData for HasLog {
+    type Data<'a> = &'a mut LogCtx;
+}
+
+pub fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    bindings::spillway::log::log::add_to_linker::<T, HasLog>(linker, T::log)
+}
+
+impl Host for LogCtx {
+    fn enabled(&mut self, level: Level) -> bool {
+        match level {
+            Level::Trace => tracing::enabled!(target: "spillway::plugin", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "spillway::plugin", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "spillway::plugin", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "spillway::plugin", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "spillway::plugin", tracing::Level::ERROR),
+        }
+    }
+
+    fn log(&mut self, level: Level, message: String) {
+        let task = &*self.task;
+        match level {
+            Level::Trace => tracing::trace!(target: "spillway::plugin", task, "{message}"),
+            Level::Debug => tracing::debug!(target: "spillway::plugin", task, "{message}"),
+            Level::Info => tracing::info!(target: "spillway::plugin", task, "{message}"),
+            Level::Warn => tracing::warn!(target: "spillway::plugin", task, "{message}"),
+            Level::Error => tracing::error!(target: "spillway::plugin", task, "{message}"),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+use super::batch::{self, FlushScope, PutReport, RecordBatch, Settlement, SinkRecord};
+use super::bindings::{self, ConfigError, PluginMetadata, TaskError};
+use super::{Limits, PluginState};
+use anyhow::Result;
+use spillway_kafka::target::TargetCluster;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+
+/// Why a call into a plugin did not give a result.
+#[derive(Debug, Clone)]
+pub enum PluginError {
+    /// The plugin returned an error of its own.
+    Task(TaskError),
+    /// The call ran past the connector's `plugin.call.timeout.ms`.
+    Timeout { limit_ms: u64 },
+    /// The plugin tried to grow its memory past `plugin.memory.max.bytes`.
+    OutOfMemory { limit_bytes: usize },
+    /// The plugin trapped (a panic, `unreachable`, a bad access). Holds the
+    /// trap and what the plugin last wrote to stderr.
+    Trap(String),
+    /// The call was interrupted from outside: its task is stopping.
+    Interrupted,
+    /// An earlier trap left the instance unusable.
+    Poisoned,
+}
+
+impl PluginError {
+    /// Whether the instance may still be called. After a trap, timeout or
+    /// memory failure its state is undefined and it must be replaced.
+    pub fn instance_usable(&self) -> bool {
+        matches!(self, PluginError::Task(_))
+    }
+}
+
+impl fmt::Display for PluginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PluginError::Task(TaskError::Retriable(m)) => write!(f, "retriable error: {m}"),
+            PluginError::Task(TaskError::Fatal(m)) => write!(f, "fatal error: {m}"),
+            PluginError::Timeout { limit_ms } => write!(f, "plugin call exceeded its time limit of {limit_ms} ms"),
+            PluginError::OutOfMemory { limit_bytes } => {
+                write!(f, "plugin exceeded its memory limit of {limit_bytes} bytes")
+            }
+            PluginError::Trap(m) => write!(f, "plugin trapped: {m}"),
+            PluginError::Interrupted => write!(f, "plugin call interrupted: the task is stopping"),
+            PluginError::Poisoned => write!(f, "plugin instance is unusable after an earlier failure"),
+        }
+    }
+}
+
+impl std::error::Error for PluginError {}
+
+/// One plugin instance with its own store: serves exactly one task.
+pub struct PluginInstance {
+    store: Store<PluginState>,
+    bindings: bindings::Full,
+    limits: Limits,
+    /// While set, a call still running when it is cancelled is dropped: a
+    /// task that stops does not wait out a stuck `put()`.
+    interrupt_on: Option<CancellationToken>,
+    poisoned: bool,
+}
+
+/// How a call ended, before it is turned into a result.
+enum Ended<R> {
+    Returned(wasmtime::Result<R>),
+    TimedOut,
+    Interrupted,
+}
+
+impl PluginInstance {
+    pub(super) async fn new(
+        engine: &Engine,
+        linker: &Linker<PluginState>,
+        component: &Component,
+        state: PluginState,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.limiter);
+        // Running wasm yields to the executor at every epoch tick, so that
+        // the call's deadline and a stop are seen even in an endless loop.
+        store.epoch_deadline_async_yield_and_update(1);
+        store.set_epoch_deadline(1);
+        // Instantiation runs the plugin's start-up code: bound it as a call.
+        let bindings =
+            tokio::time::timeout(limits.call_timeout, bindings::Full::instantiate_async(&mut store, component, linker))
+                .await
+                .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
+        Ok(PluginInstance { store, bindings, limits: limits.clone(), interrupt_on: None, poisoned: false })
+    }
+
+    /// Calls after `token` is cancelled end at once as `Interrupted` (or at
+    /// the next epoch tick, if wasm is running); `None` lets calls run to
+    /// their time limit, as the final flush and stop of a task must.
+    pub fn interrupt_on(&mut self, token: Option<CancellationToken>) {
+        self.interrupt_on = token;
+    }
+
+    /// False once a trap, timeout, memory failure or interrupt ended a call.
+    pub fn is_usable(&self) -> bool {
+        !self.poisoned
+    }
+
+    /// Bytes of linear memory the instance holds now.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.current_bytes
+    }
+
+    pub async fn metadata(&mut self) -> Result<PluginMetadata, PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_plugin().call_metadata(store)).await;
+        self.finish(ended)
+    }
+
+    pub async fn validate(&mut self, config: &[(String, String)]) -> Result<Vec<ConfigError>, PluginError> {
+        let config = config.to_vec();
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_plugin().call_validate(store, &config)).await;
+        self.finish(ended)
+    }
+
+    pub async fn start(&mut self, config: &[(String, String)]) -> Result<(), PluginError> {
+        let config = config.to_vec();
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_start(store, &config)).await;
+        self.finish(ended)?.map_err(PluginError::Task)
+    }
+
+    /// Packs `records` and puts them: for callers that hold records one by
+    /// one (tests, benchmarks); the task packs its own ([`Self::put_batch`]).
+    pub async fn put(&mut self, records: &[SinkRecord]) -> Result<PutReport, PluginError> {
+        self.put_batch(&RecordBatch::from(records)).await
+    }
+
+    pub async fn put_batch(&mut self, batch: &RecordBatch) -> Result<PutReport, PluginError> {
+        let kafka = &mut self.store.data_mut().kafka;
+        if kafka.is_granted() && !batch.is_empty() {
+            // A send names its source records by id: offset syncs need
+            // their coordinates.
+            kafka.note_batch(batch.coordinates());
+        }
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, &batch.0)).await;
+        let report = self.finish(ended)?.map_err(PluginError::Task)?;
+        let outcomes = batch::expand_outcomes(report.outcomes, batch.len()).ok_or_else(|| {
+            PluginError::Task(TaskError::Fatal(format!(
+                "the plugin's outcome runs do not add up to the batch of {} records",
+                batch.len()
+            )))
+        })?;
+        Ok(PutReport { outcomes, settled: batch::expand_settlements(report.settled) })
+    }
+
+    pub async fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
+        let scope = bindings::FlushScope::from(scope);
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, &scope)).await;
+        Ok(batch::expand_settlements(self.finish(ended)?.map_err(PluginError::Task)?))
+    }
+
+    /// Connects the kafka grants now, before the task joins its group, and
+    /// returns the exactly-once grant's cluster, if any: the task commits
+    /// its transactions and reads its offsets there.
+    pub async fn connect_kafka(&mut self) -> anyhow::Result<Option<Arc<TargetCluster>>> {
+        self.store.data_mut().kafka.connect().await
+    }
+
+    pub async fn stop(&mut self) -> Result<(), PluginError> {
+        let (bindings, store, guard) = self.begin()?;
+        let ended = guard.run(bindings.spillway_connector_sink_task().call_stop(store)).await;
+        self.finish(ended)
+    }
+
+    /// Starts a call: its deadline, and the capabilities' share of it.
+    fn begin(&mut self) -> Result<(&bindings::Full, &mut Store<PluginState>, CallGuard), PluginError> {
+        if self.poisoned {
+            return Err(PluginError::Poisoned);
+        }
+        let deadline = Instant::now() + self.limits.call_timeout;
+        // A denied growth that the plugin got over (a collector freed
+        // memory) does not make a later call's trap an out-of-memory one.
+        self.store.data_mut().limiter.exceeded = false;
+        self.store.data().budget.set(Some(deadline - capability_reserve(self.limits.call_timeout)));
+        self.store.set_epoch_deadline(1);
+        let guard = CallGuard { deadline, interrupt_on: self.interrupt_on.clone() };
+        Ok((&self.bindings, &mut self.store, guard))
+    }
+
+    /// Turns how a call ended into its result; any failure but the plugin's
+    /// own error leaves the instance unusable.
+    fn finish<R>(&mut self, ended: Ended<R>) -> Result<R, PluginError> {
+        self.store.data().budget.set(None);
+        let error = match ended {
+            Ended::Returned(Ok(value)) => return Ok(value),
+            Ended::Returned(Err(err)) => self.classify(err),
+            Ended::TimedOut => PluginError::Timeout { limit_ms: self.limits.call_timeout.as_millis() as u64 },
+            Ended::Interrupted => PluginError::Interrupted,
+        };
+        self.poisoned = true;
+        Err(error)
+    }
+
+    fn classify(&mut self, err: wasmtime::Error) -> PluginError {
+        let state = self.store.data_mut();
+        if state.limiter.exceeded {
+            return PluginError::OutOfMemory { limit_bytes: self.limits.memory_bytes };
+        }
+        let stderr = state.stderr.text();
+        let trap = format!("{err:?}");
+        PluginError::Trap(if stderr.is_empty() { trap } else { format!("{stderr}\n{trap}") })
+    }
+}
+
+/// What ends a call from outside: its deadline, or its task stopping.
+struct CallGuard {
+    deadline: Instant,
+    interrupt_on: Option<CancellationToken>,
+}
+
+impl CallGuard {
+    /// Runs a call's future until it returns, its deadline passes, or its
+    /// task stops. Dropping the future ends the call wherever it is: in wasm
+    /// (which yields at every epoch tick) or in a host call.
+    async fn run<R>(self, call: impl Future<Output = wasmtime::Result<R>>) -> Ended<R> {
+        let stopped = async {
+            match &self.interrupt_on {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = stopped => Ended::Interrupted,
+            returned = tokio::time::timeout_at(self.deadline, call) => match returned {
+                Ok(returned) => Ended::Returned(returned),
+                Err(_) => Ended::TimedOut,
+            },
+        }
+    }
+}
+
+/// How long before a call's deadline its capability operations must end,
+/// so that a slow one reaches the plugin as a retriable error it can return
+/// rather than the call timing out: a tenth of the call's time, between
+/// 10 ms and 1 s.
+fn capability_reserve(call_timeout: Duration) -> Duration {
+    (call_timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
