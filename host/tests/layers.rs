@@ -79,7 +79,9 @@ fn every_import_points_down_the_layers() {
             // A crate of its own: the compiler holds it to its Cargo.toml,
             // which may name only the crates of the layers it may import.
             checked += 1;
-            for used in deps {
+            // Crates outside the table (the record types the SDK shares)
+            // are no layer of the host.
+            for used in deps.into_iter().filter(|d| allowed.contains_key(d)) {
                 if !may.contains(&used) {
                     wrong.push(format!("crates/{module}/Cargo.toml depends on spillway-{used}"));
                 }
