@@ -18,12 +18,14 @@ impl From<wire::Outcome> for Outcome {
     }
 }
 
-fn wire_outcome(outcome: Outcome) -> wire::Outcome {
-    match outcome {
-        Outcome::Accept => wire::Outcome::Accept,
-        Outcome::Hold => wire::Outcome::Hold,
-        Outcome::Retry(why) => wire::Outcome::Retry(why),
-        Outcome::Reject(why) => wire::Outcome::Reject(why),
+impl From<Outcome> for wire::Outcome {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Accept => wire::Outcome::Accept,
+            Outcome::Hold => wire::Outcome::Hold,
+            Outcome::Retry(why) => wire::Outcome::Retry(why),
+            Outcome::Reject(why) => wire::Outcome::Reject(why),
+        }
     }
 }
 
@@ -101,15 +103,15 @@ pub(crate) fn records(batch: wire::RecordBatch) -> Vec<SinkRecord> {
 /// Outcomes as runs of equal ones.
 pub(crate) fn outcome_runs(outcomes: Vec<Outcome>) -> Vec<wire::OutcomeRun> {
     let runs = spillway_record::runs(outcomes);
-    runs.into_iter().map(|(count, outcome)| wire::OutcomeRun { count, outcome: wire_outcome(outcome) }).collect()
+    runs.into_iter().map(|(count, outcome)| wire::OutcomeRun { count, outcome: outcome.into() }).collect()
 }
 
 /// Settlements as ranges of consecutive ids with one outcome, in order.
 pub(crate) fn settlement_ranges(settled: Vec<Settlement>) -> Vec<wire::Settlement> {
     let ranges = spillway_record::id_ranges(settled.into_iter().map(|s| (s.id, s.outcome)));
-    let settlement = |(first, count, outcome)| wire::Settlement {
+    let settlement = |(first, count, outcome): (u64, u32, Outcome)| wire::Settlement {
         ids: wire::IdRange { first, count },
-        outcome: wire_outcome(outcome),
+        outcome: outcome.into(),
     };
     ranges.into_iter().map(settlement).collect()
 }
