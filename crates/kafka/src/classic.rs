@@ -95,6 +95,8 @@ struct RebalanceTracker {
     positions: Arc<Mutex<Positions>>,
     /// Exactly-once: where positions live.
     target: Option<Arc<TargetCluster>>,
+    /// Exactly-once: how long reading them may take.
+    patience: Duration,
 }
 
 impl ClientContext for RebalanceTracker {}
@@ -213,7 +215,7 @@ impl RebalanceTracker {
     fn position_from_target(&self, target: &TargetCluster, tpl: &mut TopicPartitionList) {
         let partitions: Vec<Partition> =
             tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
-        match target.committed(&partitions) {
+        match target.committed(&partitions, self.patience) {
             Ok(committed) => {
                 for ((topic, partition), offset) in committed {
                     if let Some(offset) = offset
@@ -229,6 +231,14 @@ impl RebalanceTracker {
             }
         }
     }
+}
+
+/// How long a task waits for the exactly-once target's positions (the
+/// target away, restarting) before it fails: most of the member's
+/// `max.poll.interval.ms`, which the group waits for it anyway.
+fn positions_patience(config: &ClientConfig) -> Duration {
+    let interval_ms = config.get("max.poll.interval.ms").and_then(|v| v.parse().ok()).unwrap_or(300_000);
+    Duration::from_millis(interval_ms) * 3 / 4
 }
 
 /// Where an exactly-once rewind goes back to.
@@ -260,6 +270,8 @@ pub struct ClassicSource {
     warned_missing_topic: Option<std::time::Instant>,
     /// Exactly-once: the transactional target that keeps the positions.
     target: Option<Arc<TargetCluster>>,
+    /// Exactly-once: how long reading the positions may take.
+    patience: Duration,
 }
 
 /// How often a missing topic is warned about while waiting for it.
@@ -294,7 +306,8 @@ impl ClassicSource {
         for (k, v) in overrides {
             config.set(k, v);
         }
-        let context = RebalanceTracker { target: target.clone(), ..Default::default() };
+        let patience = positions_patience(&config);
+        let context = RebalanceTracker { target: target.clone(), patience, ..Default::default() };
         let positions = context.positions.clone();
         let consumer: StreamConsumer<RebalanceTracker> =
             config.create_with_context(context).context("creating classic consumer")?;
@@ -307,7 +320,14 @@ impl ClassicSource {
             None => topics.iter().map(String::as_str).collect(),
         };
         consumer.subscribe(&topics).context("subscribing")?;
-        Ok(ClassicSource { consumer: Arc::new(consumer), positions, max_records, warned_missing_topic: None, target })
+        Ok(ClassicSource {
+            consumer: Arc::new(consumer),
+            positions,
+            max_records,
+            warned_missing_topic: None,
+            target,
+            patience,
+        })
     }
 
     /// Whether records go through a transaction with their offsets.
@@ -479,7 +499,8 @@ impl ClassicSource {
     async fn rewind(&mut self, Rewind { why, from_target }: Rewind) -> Result<Committed> {
         if from_target && let Some(target) = self.target.clone() {
             let held: Vec<Partition> = self.positions.lock().unwrap().next_offset.keys().cloned().collect();
-            let committed = tokio::task::spawn_blocking(move || target.committed(&held)).await??;
+            let patience = self.patience;
+            let committed = tokio::task::spawn_blocking(move || target.committed(&held, patience)).await??;
             let mut current = self.positions.lock().unwrap();
             for (partition, offset) in committed {
                 let known = current.committed.get(&partition).copied();

@@ -86,18 +86,22 @@ pub fn read(
     // A partition reports its end again after each record written since:
     // only a partition whose last event was its end counts as read.
     let mut at_end = std::collections::BTreeSet::new();
+    // librdkafka reports a lost connection (the target restarting) as an
+    // error and reconnects by itself: only the deadline ends the read.
+    let mut last_error = None;
     let deadline = Instant::now() + timeout;
     while at_end.len() < partitions.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(SendError::Retriable(format!("reading {topic} did not reach its end in time")));
+            let why = last_error.map(|e| format!(" (last error: {e})")).unwrap_or_default();
+            return Err(SendError::Retriable(format!("reading {topic} did not reach its end in time{why}")));
         }
         match consumer.poll(left.min(Duration::from_millis(500))) {
             None => {}
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
                 at_end.insert(p);
             }
-            Some(Err(e)) => return Err(SendError::Retriable(format!("reading {topic}: {e}"))),
+            Some(Err(e)) => last_error = Some(e),
             Some(Ok(message)) => {
                 at_end.remove(&message.partition());
                 let Some(key) = message.key().and_then(|k| serde_json::from_slice::<Key>(k).ok()) else { continue };

@@ -33,10 +33,6 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-/// How many of the grant's timeouts reading the target's committed offsets
-/// may take, tries included.
-const COMMITTED_READ_TRIES: u32 = 6;
-
 /// A record for the target, borrowed from the plugin's call.
 pub struct TargetRecord<'a> {
     pub topic: &'a str,
@@ -457,12 +453,11 @@ impl TargetCluster {
     }
 
     /// The positions committed in the target for `partitions`: where
-    /// exactly-once consumption resumes. Blocking.
-    pub fn committed(&self, partitions: &[(String, i32)]) -> Result<CommittedOffsets> {
-        // Read right after the target came back (a replaced producer), the
-        // first tries may time out: retried for a few timeouts, since the
-        // task cannot go on without them.
-        let deadline = std::time::Instant::now() + self.timeout * COMMITTED_READ_TRIES;
+    /// exactly-once consumption resumes. Tried again until `patience` has
+    /// passed, since the task cannot go on without them: read right after
+    /// the target came back, the first tries may fail. Blocking.
+    pub fn committed(&self, partitions: &[(String, i32)], patience: Duration) -> Result<CommittedOffsets> {
+        let deadline = std::time::Instant::now() + patience;
         let positions = loop {
             match positions::read(&self.settings, &self.positions_topic, &self.group, self.timeout) {
                 Ok(positions) => break positions,
