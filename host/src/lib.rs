@@ -12,7 +12,8 @@ pub use spillway_capabilities as capabilities;
 pub mod cli;
 /// The ConfigDef machinery, its own crate: it imports nothing of Spillway.
 pub use spillway_config as config;
-pub mod connector;
+/// A connector's config, its own crate: it imports layers 0-4.
+pub use spillway_connector as connector;
 pub mod herder;
 /// Every Kafka client, its own crate: it imports only `config` and `policy`.
 pub use spillway_kafka as kafka;
@@ -22,4 +23,5 @@ pub mod rest;
 /// wasmtime and the plugin contract, its own crate: it imports
 /// `capabilities` and `kafka`.
 pub use spillway_runtime as runtime;
-pub mod task;
+/// The sink task loop, its own crate: it imports layers 0-5.
+pub use spillway_task as task;

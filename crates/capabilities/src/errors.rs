@@ -1,7 +1,12 @@
 //! `spillway:types/errors`: the one retriable / fatal classification that
 //! every capability returns and every plugin call may fail with.
 
+pub const PACKAGE: &str = "spillway:types";
 pub const VERSION: &str = "0.1.0";
+
+/// Every plugin gets it.
+pub const CAPABILITY: crate::Capability =
+    crate::Capability { package: PACKAGE, version: VERSION, interfaces: &["errors"], grant: None };
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -14,8 +19,8 @@ pub use bindings::spillway::types::errors::Error;
 
 /// Links the type-only interface: it has no functions, but a plugin that
 /// uses its types imports it.
-pub fn add_to_linker<T: 'static>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()> {
-    linker.instance(&format!("spillway:types/errors@{VERSION}"))?;
+pub fn add_to_linker<T: 'static>(linker: &mut wasmtime::component::Linker<T>) -> anyhow::Result<()> {
+    linker.instance(&format!("{PACKAGE}/errors@{VERSION}"))?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 
 use super::kafka::{KafkaGrant, TaskScope};
 use super::object_store::ObjectStoreGrant;
+use super::registry::{grant_kind, grant_kinds};
 use super::sql::SqlGrant;
 use anyhow::{Result, anyhow, bail};
 use spillway_config::{ConfigDef, Values};
@@ -130,34 +131,21 @@ impl Grants {
                     only_settings(&capability, &name, &settings, &["value"])?;
                     grants.wasi.env.insert(name.to_uppercase().replace('-', "_"), value.clone());
                 }
-                "object-store" => {
-                    let grant = ObjectStoreGrant::from_settings(&name, &settings)?;
-                    grants.object_stores.insert(name, grant);
-                }
-                "sql" => {
-                    let grant = SqlGrant::from_settings(&name, &settings)?;
-                    grants.sql.insert(name, grant);
-                }
-                "kafka" => {
-                    let grant = KafkaGrant::from_settings(&name, &settings)?;
-                    grants.kafka.insert(name, grant);
-                }
-                _ => bail!(
-                    "{}: unknown capability '{capability}' (this host grants fs, net, env, object-store, sql and kafka)",
-                    key("…")
-                ),
+                other => match grant_kind(other) {
+                    Some(kind) => (kind.parse)(&mut grants, &name, &settings)?,
+                    None => {
+                        let kinds: Vec<&str> = grant_kinds().map(|k| k.name).collect();
+                        bail!(
+                            "{}: unknown capability '{capability}' (this host grants fs, net, env, {})",
+                            key("…"),
+                            kinds.join(", ")
+                        )
+                    }
+                },
             }
         }
-        let exactly_once: Vec<&String> = grants.kafka.iter().filter(|(_, g)| g.exactly_once).map(|(n, _)| n).collect();
-        if let [_, second, ..] = exactly_once.as_slice() {
-            bail!(
-                "{GRANT_PREFIX}kafka.{second}.exactly.once: only one kafka grant per connector can be exactly-once \
-                 (one transaction per task)"
-            );
-        }
-        let dirs: Vec<PathBuf> = grants.wasi.dirs.iter().map(|d| d.path.clone()).collect();
-        for (name, grant) in &grants.sql {
-            grant.check_within(name, &dirs)?;
+        for kind in grant_kinds() {
+            (kind.check)(&grants)?;
         }
         Ok(grants)
     }

@@ -2,11 +2,12 @@
 //! directories, addresses and the targets of capability grants (buckets,
 //! endpoints, databases, Kafka servers), and the servers its Kafka clients
 //! are pointed at. The worker's policy checks all of it by one rule
-//! ([`spillway_policy::GrantPolicy::check`]); each capability declares its own
-//! part here, one function each, read the way its grant parser reads the
-//! same settings, so that what is checked is what is opened.
+//! ([`spillway_policy::GrantPolicy::check`]). Each capability declares its
+//! grants' part in its registration ([`crate::GrantKind::reach`]); WASI's
+//! grants and the clients' overrides are read here.
 
 use super::GRANT_PREFIX;
+use super::registry::grant_kind;
 use spillway_policy::{Asked, Target};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,12 +23,13 @@ pub struct Reach<'a> {
 }
 
 /// One grant's settings, by setting name, and the config's key for each.
-struct GrantSettings<'a> {
+pub struct GrantSettings<'a> {
     settings: BTreeMap<&'a str, (&'a str, &'a str)>,
 }
 
 impl<'a> GrantSettings<'a> {
-    fn get(&self, setting: &str) -> Option<(&'a str, &'a str)> {
+    /// The key that sets `setting`, and its trimmed value.
+    pub fn get(&self, setting: &str) -> Option<(&'a str, &'a str)> {
         self.settings.get(setting).map(|(key, value)| (*key, value.trim()))
     }
 }
@@ -55,10 +57,11 @@ pub fn reach_of(raw: &BTreeMap<String, String>) -> Reach<'_> {
         match *capability {
             "fs" => fs(settings, &mut reach),
             "net" => net(settings, &mut reach),
-            "object-store" => object_store(settings, &mut reach),
-            "sql" => sql(settings, &mut reach),
-            "kafka" => kafka(settings, &mut reach),
-            _ => {}
+            other => {
+                if let Some(kind) = grant_kind(other) {
+                    (kind.reach)(settings, &mut reach)
+                }
+            }
         }
     }
     reach
@@ -83,49 +86,6 @@ fn net<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
     }
 }
 
-/// `plugin.grant.object-store.<name>.*`: a `file://` store is a directory
-/// grant; an S3 one reaches its bucket at its endpoint (AWS without one).
-fn object_store<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
-    let endpoint = grant.get("endpoint").filter(|(_, e)| !e.is_empty());
-    if let Some((key, url)) = grant.get("url") {
-        match url::Url::parse(url) {
-            Ok(parsed) if parsed.scheme() == "file" => {
-                if let Ok(dir) = parsed.to_file_path() {
-                    reach.dirs.push((key, dir));
-                }
-            }
-            _ => {
-                reach.targets.push((key, Target::ObjectStoreUrl(url.to_string())));
-                if url.starts_with("s3") && endpoint.is_none() {
-                    reach.targets.push((key, Target::ObjectStoreEndpoint(None)));
-                }
-            }
-        }
-    }
-    if let Some((key, endpoint)) = endpoint {
-        reach.targets.push((key, Target::ObjectStoreEndpoint(Some(endpoint.to_string()))));
-    }
-}
-
-/// `plugin.grant.sql.<name>.url`: a database server, or a SQLite file,
-/// whose directory the grant reaches.
-fn sql<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
-    let Some((key, url)) = grant.get("url") else { return };
-    reach.targets.push((key, Target::SqlUrl(url.to_string())));
-    if let Some(file) = url.strip_prefix("sqlite://")
-        && let Some(dir) = std::path::Path::new(file.split('?').next().unwrap_or(file)).parent()
-    {
-        reach.dirs.push((key, dir.to_path_buf()));
-    }
-}
-
-/// `plugin.grant.kafka.<name>.bootstrap.servers`.
-fn kafka<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
-    if let Some((key, servers)) = grant.get("bootstrap.servers") {
-        reach.targets.extend(servers_of(key, servers));
-    }
-}
-
 /// `consumer|producer|admin.override.bootstrap.servers` (and librdkafka's
 /// other name for it): Kafka servers, as a kafka grant's are.
 fn client_servers<'a>(key: &'a str, value: &'a str, reach: &mut Reach<'a>) {
@@ -139,7 +99,7 @@ fn client_servers<'a>(key: &'a str, value: &'a str, reach: &mut Reach<'a>) {
     }
 }
 
-fn servers_of<'a>(key: &'a str, servers: &'a str) -> Asked<'a, Target> {
+pub(crate) fn servers_of<'a>(key: &'a str, servers: &'a str) -> Asked<'a, Target> {
     let servers = servers.split(',').map(str::trim).filter(|s| !s.is_empty());
     servers.map(|server| (key, Target::KafkaServer(server.to_string()))).collect()
 }

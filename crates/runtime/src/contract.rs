@@ -33,7 +33,7 @@ impl Linking<'_> {
     /// Whether `capability` is linked: always for a probe, else when granted.
     pub fn grants(&self, capability: &Capability) -> bool {
         match self {
-            Linking::Granted(grants) => (capability.granted)(grants),
+            Linking::Granted(grants) => capability.granted(grants),
             Linking::Probe => true,
         }
     }
@@ -66,19 +66,21 @@ pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result
             }
             continue;
         }
-        let Some((capability, theirs)) = CAPABILITIES.iter().find_map(|c| Some((c, versioned(name, c.interface)?)))
+        let Some((capability, (interface, theirs))) =
+            CAPABILITIES.iter().find_map(|c| Some((c, c.imported_version(name)?)))
         else {
             bail!("plugin imports '{name}', a capability this host does not provide");
         };
         if !compatible(theirs, capability.version) {
+            let interface = format!("{}/{interface}", capability.package);
             bail!(
-                "plugin imports {}@{theirs}, but this host speaks {}@{}: rebuild it with a matching spillway-sdk",
-                capability.interface,
-                capability.interface,
+                "plugin imports {interface}@{theirs}, but this host speaks {interface}@{}: rebuild it with a \
+                 matching spillway-sdk",
                 capability.version
             );
         }
-        if let (false, Some(grant)) = (linking.grants(capability), capability.grant) {
+        if let (false, Some(grant)) = (linking.grants(capability), &capability.grant) {
+            let grant = grant.name;
             bail!(
                 "plugin imports '{name}', but its connector grants no {grant}: add \
                  {GRANT_PREFIX}{grant}.<name>.* to the connector config (see GET /connector-plugins/<plugin>/config)"

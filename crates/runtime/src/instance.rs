@@ -58,7 +58,7 @@ impl std::error::Error for PluginError {}
 /// One plugin instance with its own store: serves exactly one task.
 pub struct PluginInstance {
     store: Store<PluginState>,
-    bindings: bindings::Full,
+    bindings: bindings::Sink,
     limits: Limits,
     /// While set, a call still running when it is cancelled is dropped: a
     /// task that stops does not wait out a stuck `put()`.
@@ -89,7 +89,7 @@ impl PluginInstance {
         store.set_epoch_deadline(1);
         // Instantiation runs the plugin's start-up code: bound it as a call.
         let bindings =
-            tokio::time::timeout(limits.call_timeout, bindings::Full::instantiate_async(&mut store, component, linker))
+            tokio::time::timeout(limits.call_timeout, bindings::Sink::instantiate_async(&mut store, component, linker))
                 .await
                 .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
         Ok(PluginInstance { store, bindings, limits: limits.clone(), interrupt_on: None, poisoned: false })
@@ -139,7 +139,7 @@ impl PluginInstance {
     }
 
     pub async fn put_batch(&mut self, batch: &RecordBatch) -> Result<PutReport, PluginError> {
-        let kafka = &mut self.store.data_mut().kafka;
+        let kafka = &mut self.store.data_mut().capabilities.kafka;
         if kafka.is_granted() && !batch.is_empty() {
             // A send names its source records by id: offset syncs need
             // their coordinates.
@@ -168,7 +168,7 @@ impl PluginInstance {
     /// returns the exactly-once grant's cluster, if any: the task commits
     /// its transactions and reads its offsets there.
     pub async fn connect_kafka(&mut self) -> anyhow::Result<Option<Arc<TargetCluster>>> {
-        self.store.data_mut().kafka.connect().await
+        self.store.data_mut().capabilities.kafka.connect().await
     }
 
     pub async fn stop(&mut self) -> Result<(), PluginError> {
@@ -178,7 +178,7 @@ impl PluginInstance {
     }
 
     /// Starts a call: its deadline, and the capabilities' share of it.
-    fn begin(&mut self) -> Result<(&bindings::Full, &mut Store<PluginState>, CallGuard), PluginError> {
+    fn begin(&mut self) -> Result<(&bindings::Sink, &mut Store<PluginState>, CallGuard), PluginError> {
         if self.poisoned {
             return Err(PluginError::Poisoned);
         }

@@ -33,16 +33,14 @@ use wasmtime::{Config, Engine};
 pub mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "spillway:connector/full",
+        // The exports are all the runtime calls; the imports are linked
+        // by each capability's registration, whatever the world.
+        world: "spillway:connector/sink",
         exports: { default: async },
         additional_derives: [PartialEq],
         with: {
             "spillway:types/errors": spillway_capabilities::errors::bindings::spillway::types::errors,
             "spillway:log/log": spillway_capabilities::log::bindings::spillway::log::log,
-            "spillway:object-store/buckets": spillway_capabilities::object_store::bindings::spillway::object_store::buckets,
-            "spillway:sql/databases": spillway_capabilities::sql::bindings::spillway::sql::databases,
-            "spillway:kafka/producer": spillway_capabilities::kafka::bindings::spillway::kafka::producer,
-            "spillway:kafka/source": spillway_capabilities::kafka::bindings::spillway::kafka::source,
         },
     });
     pub use self::spillway::connector::types::*;
@@ -163,16 +161,7 @@ impl Runtime {
             if !linking.grants(capability) {
                 continue;
             }
-            match capability.interface {
-                "spillway:types/errors" => capabilities::errors::add_to_linker(&mut linker)?,
-                "spillway:log/log" => capabilities::log::add_to_linker(&mut linker)?,
-                "spillway:object-store/buckets" => capabilities::object_store::add_to_linker(&mut linker)?,
-                "spillway:sql/databases" => capabilities::sql::add_to_linker(&mut linker)?,
-                // Both of the package's interfaces at once.
-                "spillway:kafka/producer" => capabilities::kafka::add_to_linker(&mut linker)?,
-                "spillway:kafka/source" => {}
-                other => unreachable!("{other} is in CAPABILITIES but has no linker"),
-            }
+            capabilities::add_to_linker(&mut linker, capability)?;
         }
         Ok(linker)
     }

@@ -4,12 +4,8 @@
 
 use super::limits::MemoryLimiter;
 use anyhow::Result;
-use spillway_capabilities::kafka::{KafkaCtx, KafkaView};
-use spillway_capabilities::log::{LogCtx, LogView};
-use spillway_capabilities::object_store::{ObjectStoreCtx, ObjectStoreView};
-use spillway_capabilities::sql::{SqlCtx, SqlView};
 use spillway_capabilities::wasi::{self, OutputTail};
-use spillway_capabilities::{CallBudget, CapabilityMetrics, Grants};
+use spillway_capabilities::{CallBudget, CapabilityMetrics, Contexts, ContextsView, Grants};
 use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -18,10 +14,8 @@ pub struct PluginState {
     wasi: WasiCtx,
     /// WASI's resources (streams, sockets, files).
     wasi_table: ResourceTable,
-    log: LogCtx,
-    object_store: ObjectStoreCtx,
-    sql: SqlCtx,
-    pub(super) kafka: KafkaCtx,
+    /// Every `spillway:*` capability's context.
+    pub(super) capabilities: Contexts,
     pub(super) limiter: MemoryLimiter,
     /// When capability operations of the running call must end.
     pub(super) budget: CallBudget,
@@ -41,10 +35,7 @@ impl PluginState {
         Ok(PluginState {
             wasi: wasi::sandbox(&grants.wasi, &stderr)?,
             wasi_table: ResourceTable::new(),
-            log: LogCtx::new(name),
-            object_store: ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics.clone()),
-            sql: SqlCtx::new(&grants.sql, budget.clone(), metrics.clone()),
-            kafka: KafkaCtx::new(&grants.kafka, grants.task.as_ref(), budget.clone(), metrics),
+            capabilities: Contexts::new(name, grants, &budget, &metrics),
             limiter: MemoryLimiter::new(memory_bytes),
             budget,
             stderr,
@@ -58,26 +49,8 @@ impl WasiView for PluginState {
     }
 }
 
-impl LogView for PluginState {
-    fn log(&mut self) -> &mut LogCtx {
-        &mut self.log
-    }
-}
-
-impl ObjectStoreView for PluginState {
-    fn object_store(&mut self) -> &mut ObjectStoreCtx {
-        &mut self.object_store
-    }
-}
-
-impl SqlView for PluginState {
-    fn sql(&mut self) -> &mut SqlCtx {
-        &mut self.sql
-    }
-}
-
-impl KafkaView for PluginState {
-    fn kafka(&mut self) -> &mut KafkaCtx {
-        &mut self.kafka
+impl ContextsView for PluginState {
+    fn contexts(&mut self) -> &mut Contexts {
+        &mut self.capabilities
     }
 }

@@ -548,7 +548,18 @@ fn kafka_client_keys() -> Vec<KeyDef> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connector::ConnectorConfig;
     use std::io::Write;
+
+    /// A connector config with `pairs` over a minimal one.
+    fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut base: BTreeMap<String, String> = [("name", "c1"), ("connector.class", "noop-sink"), ("topics", "a")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        base.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        base
+    }
 
     #[test]
     fn the_file_is_read_as_java_properties_and_flags_override_it() {
@@ -606,6 +617,37 @@ mod tests {
                 "policy.tasks.max",
                 "status.storage.topic"
             ]
+        );
+    }
+
+    /// The worker's policy keys reach the connector's checks.
+    #[test]
+    fn capability_targets_outside_the_workers_policy_are_refused_on_their_keys() {
+        let worker_config: BTreeMap<String, String> =
+            [("policy.sql.urls", "postgres://db.internal:5432"), ("policy.kafka.bootstrap.servers", "target:9092")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let policy = WorkerConfig::parse(&worker_config).unwrap().defaults.policy;
+        let worker = WorkerDefaults { policy, ..Default::default() };
+        let admitted = config(&[
+            ("plugin.grant.sql.db.url", "postgres://db.internal:5432/sink"),
+            ("plugin.grant.kafka.out.bootstrap.servers", "target:9092"),
+        ]);
+        ConnectorConfig::parse(&admitted, &worker).unwrap();
+        let refused = config(&[
+            ("plugin.grant.sql.db.url", "postgres://db.internal.evil.example:5432/sink"),
+            ("plugin.grant.kafka.out.bootstrap.servers", "target:9092,elsewhere:9092"),
+        ]);
+        let problems = ConnectorConfig::parse(&refused, &worker).unwrap_err();
+        let got: Vec<(&str, bool)> = problems
+            .iter()
+            .map(|p| (p.key.as_str(), p.message.contains("is outside what the worker's policy")))
+            .collect();
+        assert_eq!(
+            got,
+            [("plugin.grant.kafka.out.bootstrap.servers", true), ("plugin.grant.sql.db.url", true)],
+            "{problems:?}"
         );
     }
 }

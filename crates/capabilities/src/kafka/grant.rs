@@ -3,9 +3,11 @@
 //! configure the host's producer to that cluster and never reach the
 //! plugin; `producer.override.*` stays the worker cluster's (the DLQ's).
 
-use super::CAPABILITY;
+use super::NAME;
+use crate::Grants;
 use crate::grants::checked_settings;
 use crate::op::OpPolicy;
+use crate::reach::{GrantSettings, Reach};
 use anyhow::{Result, bail};
 use spillway_config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
 use spillway_kafka::security::SECURITY_SETTINGS;
@@ -95,7 +97,7 @@ enum Setting {
 impl KafkaGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("kafka", setting_keys()));
-        let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
+        let values = checked_settings(&SETTINGS, NAME, name, settings)?;
         let mut client = Vec::new();
         for (setting, kind, _) in client_settings() {
             let value = match kind {
@@ -117,7 +119,7 @@ impl KafkaGrant {
         let protocol = values.string("security.protocol").trim().to_ascii_lowercase();
         if !["", "plaintext", "ssl", "sasl_plaintext", "sasl_ssl"].contains(&protocol.as_str()) {
             bail!(
-                "plugin.grant.{CAPABILITY}.{name}.security.protocol: '{protocol}' is not plaintext, ssl, \
+                "plugin.grant.{NAME}.{name}.security.protocol: '{protocol}' is not plaintext, ssl, \
                  sasl_plaintext or sasl_ssl"
             );
         }
@@ -156,6 +158,31 @@ impl KafkaGrant {
             "" => format!("spillway-offset-syncs.{connector}.internal"),
             topic => topic.to_string(),
         }
+    }
+}
+
+/// Reads grant `name` into the connector's grants.
+pub(super) fn parse(grants: &mut Grants, name: &str, settings: &BTreeMap<String, String>) -> Result<()> {
+    grants.kafka.insert(name.to_string(), KafkaGrant::from_settings(name, settings)?);
+    Ok(())
+}
+
+/// One transaction per task: at most one grant is exactly-once.
+pub(super) fn check(grants: &Grants) -> Result<()> {
+    let exactly_once: Vec<&String> = grants.kafka.iter().filter(|(_, g)| g.exactly_once).map(|(n, _)| n).collect();
+    if let [_, second, ..] = exactly_once.as_slice() {
+        bail!(
+            "plugin.grant.{NAME}.{second}.exactly.once: only one kafka grant per connector can be exactly-once \
+             (one transaction per task)"
+        );
+    }
+    Ok(())
+}
+
+/// `bootstrap.servers`: the Kafka servers the grant reaches.
+pub(super) fn reach<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
+    if let Some((key, servers)) = grant.get("bootstrap.servers") {
+        reach.targets.extend(crate::reach::servers_of(key, servers));
     }
 }
 

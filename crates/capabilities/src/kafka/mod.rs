@@ -14,12 +14,13 @@ mod grant;
 mod source;
 mod syncs;
 
-pub use grant::{KafkaGrant, setting_keys};
+pub use grant::KafkaGrant;
 pub use source::TaskScope;
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
 use super::pending::Pending;
+use super::{Capability, ContextsView, GrantKind};
 use bindings::spillway::kafka::producer::{
     Delivered, Delivery, GroupOffset, Host as ProducerHost, HostCluster, HostPendingSend, OffsetSync, OutputRecord,
     TopicEnsured,
@@ -30,8 +31,24 @@ use std::sync::Arc;
 use syncs::{SourceIndex, SyncWriter};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
+pub const PACKAGE: &str = "spillway:kafka";
 pub const VERSION: &str = "0.1.0";
-const CAPABILITY: &str = "kafka";
+/// The grants' capability segment and the metrics' label.
+const NAME: &str = "kafka";
+
+pub const CAPABILITY: Capability = Capability {
+    package: PACKAGE,
+    version: VERSION,
+    interfaces: &["producer", "source"],
+    grant: Some(GrantKind {
+        name: NAME,
+        setting_keys: grant::setting_keys,
+        parse: grant::parse,
+        check: grant::check,
+        reach: grant::reach,
+        granted: |grants| !grants.kafka.is_empty(),
+    }),
+};
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -215,7 +232,7 @@ async fn run_blocking<T: Send + 'static>(
 }
 
 fn key(op: &'static str) -> OpKey {
-    OpKey { capability: CAPABILITY, op }
+    OpKey { capability: NAME, op }
 }
 
 fn to_error(e: SendError) -> Error {
@@ -409,20 +426,20 @@ impl HostPendingSend for KafkaCtx {
 
 impl ProducerHost for KafkaCtx {}
 
-/// How the store's data lends out this capability's context.
-pub trait KafkaView: Send {
-    fn kafka(&mut self) -> &mut KafkaCtx;
-}
-
 struct HasKafka;
 
 impl HasData for HasKafka {
     type Data<'a> = &'a mut KafkaCtx;
 }
 
-pub fn add_to_linker<T: KafkaView + 'static>(linker: &mut Linker<T>) -> anyhow::Result<()> {
-    bindings::spillway::kafka::producer::add_to_linker::<T, HasKafka>(linker, |s| s.kafka())?;
-    bindings::spillway::kafka::source::add_to_linker::<T, HasKafka>(linker, |s| s.kafka())?;
+fn ctx<T: ContextsView>(data: &mut T) -> &mut KafkaCtx {
+    &mut data.contexts().kafka
+}
+
+/// Both of the package's interfaces at once.
+pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyhow::Result<()> {
+    bindings::spillway::kafka::producer::add_to_linker::<T, HasKafka>(linker, ctx::<T>)?;
+    bindings::spillway::kafka::source::add_to_linker::<T, HasKafka>(linker, ctx::<T>)?;
     Ok(())
 }
 

@@ -2,10 +2,15 @@
 //! `spillway::plugin` with the connector and task as a field. Always linked:
 //! it reaches nothing outside the host.
 
+use crate::{Capability, ContextsView};
 use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
+pub const PACKAGE: &str = "spillway:log";
 pub const VERSION: &str = "0.1.0";
+
+/// Every plugin gets it: it reaches nothing outside the host.
+pub const CAPABILITY: Capability = Capability { package: PACKAGE, version: VERSION, interfaces: &["log"], grant: None };
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -27,19 +32,19 @@ impl LogCtx {
     }
 }
 
-/// How a store's data lends the runtime its [`LogCtx`].
-pub trait LogView: Send {
-    fn log(&mut self) -> &mut LogCtx;
-}
-
 struct HasLog;
 
 impl HasData for HasLog {
     type Data<'a> = &'a mut LogCtx;
 }
 
-pub fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    bindings::spillway::log::log::add_to_linker::<T, HasLog>(linker, T::log)
+fn ctx<T: ContextsView>(data: &mut T) -> &mut LogCtx {
+    &mut data.contexts().log
+}
+
+pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyhow::Result<()> {
+    bindings::spillway::log::log::add_to_linker::<T, HasLog>(linker, ctx::<T>)?;
+    Ok(())
 }
 
 impl Host for LogCtx {

@@ -1,9 +1,11 @@
 //! One `plugin.grant.object-store.<name>.*` grant: its settings, parsed from
 //! one table, and the store it opens, confined to the granted prefix.
 
-use super::CAPABILITY;
+use super::NAME;
+use crate::Grants;
 use crate::grants::checked_settings;
 use crate::op::OpPolicy;
+use crate::reach::{GrantSettings, Reach};
 use anyhow::{Result, anyhow, bail};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::multipart::MultipartStore;
@@ -11,6 +13,7 @@ use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 use spillway_config::{ConfigDef, Importance, KeyDef, Password, Type};
+use spillway_policy::Target;
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -95,8 +98,8 @@ pub(super) struct Opened {
 impl ObjectStoreGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("object-store", setting_keys()));
-        let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
+        let key = |setting: &str| format!("plugin.grant.{NAME}.{name}.{setting}");
+        let values = checked_settings(&SETTINGS, NAME, name, settings)?;
         let raw = values.string("url");
         let url = url::Url::parse(raw).map_err(|e| anyhow!("{}: '{raw}' is not a URL: {e}", key("url")))?;
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
@@ -185,6 +188,36 @@ impl ObjectStoreGrant {
                 Ok(Opened { store, uploads: Some((s3, root)) })
             }
         }
+    }
+}
+
+/// Reads grant `name` into the connector's grants.
+pub(super) fn parse(grants: &mut Grants, name: &str, settings: &BTreeMap<String, String>) -> Result<()> {
+    grants.object_stores.insert(name.to_string(), ObjectStoreGrant::from_settings(name, settings)?);
+    Ok(())
+}
+
+/// A `file://` store is a directory grant; an S3 one reaches its bucket at
+/// its endpoint (AWS without one).
+pub(super) fn reach<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
+    let endpoint = grant.get("endpoint").filter(|(_, e)| !e.is_empty());
+    if let Some((key, url)) = grant.get("url") {
+        match url::Url::parse(url) {
+            Ok(parsed) if parsed.scheme() == "file" => {
+                if let Ok(dir) = parsed.to_file_path() {
+                    reach.dirs.push((key, dir));
+                }
+            }
+            _ => {
+                reach.targets.push((key, Target::ObjectStoreUrl(url.to_string())));
+                if url.starts_with("s3") && endpoint.is_none() {
+                    reach.targets.push((key, Target::ObjectStoreEndpoint(None)));
+                }
+            }
+        }
+    }
+    if let Some((key, endpoint)) = endpoint {
+        reach.targets.push((key, Target::ObjectStoreEndpoint(Some(endpoint.to_string()))));
     }
 }
 

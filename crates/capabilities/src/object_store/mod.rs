@@ -12,10 +12,11 @@ mod grant;
 mod upload;
 mod write;
 
-pub use grant::{Location, ObjectStoreGrant, setting_keys};
+pub use grant::{Location, ObjectStoreGrant};
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use super::{Capability, ContextsView, GrantKind};
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -25,8 +26,24 @@ use upload::{OpenUpload, Uploads};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use write::{PendingWrite, WRITES_IN_FLIGHT};
 
+pub const PACKAGE: &str = "spillway:object-store";
 pub const VERSION: &str = "0.1.1";
-const CAPABILITY: &str = "object-store";
+/// The grants' capability segment and the metrics' label.
+const NAME: &str = "object-store";
+
+pub const CAPABILITY: Capability = Capability {
+    package: PACKAGE,
+    version: VERSION,
+    interfaces: &["buckets"],
+    grant: Some(GrantKind {
+        name: NAME,
+        setting_keys: grant::setting_keys,
+        parse: grant::parse,
+        check: |_| Ok(()),
+        reach: grant::reach,
+        granted: |grants| !grants.object_stores.is_empty(),
+    }),
+};
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -109,19 +126,19 @@ impl ObjectStoreCtx {
     }
 }
 
-/// How a store's data lends the runtime its [`ObjectStoreCtx`].
-pub trait ObjectStoreView: Send {
-    fn object_store(&mut self) -> &mut ObjectStoreCtx;
-}
-
 struct HasObjectStore;
 
 impl HasData for HasObjectStore {
     type Data<'a> = &'a mut ObjectStoreCtx;
 }
 
-pub fn add_to_linker<T: ObjectStoreView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    bindings::spillway::object_store::buckets::add_to_linker::<T, HasObjectStore>(linker, T::object_store)
+fn ctx<T: ContextsView>(data: &mut T) -> &mut ObjectStoreCtx {
+    &mut data.contexts().object_store
+}
+
+pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyhow::Result<()> {
+    bindings::spillway::object_store::buckets::add_to_linker::<T, HasObjectStore>(linker, ctx::<T>)?;
+    Ok(())
 }
 
 impl Host for ObjectStoreCtx {}
@@ -425,7 +442,7 @@ impl HostUpload for ObjectStoreCtx {
 }
 
 fn key(op: &'static str) -> OpKey {
-    OpKey { capability: CAPABILITY, op }
+    OpKey { capability: NAME, op }
 }
 
 /// A plugin's path, refused if it could reach past the granted prefix.

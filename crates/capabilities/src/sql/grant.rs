@@ -2,9 +2,11 @@
 //! table, and the pool of connections it opens. The URL, user and password
 //! stay here; the plugin only names the grant.
 
-use super::CAPABILITY;
+use super::NAME;
+use crate::Grants;
 use crate::grants::checked_settings;
 use crate::op::OpPolicy;
+use crate::reach::{GrantSettings, Reach};
 use anyhow::{Result, anyhow, bail};
 use spillway_config::{ConfigDef, Importance, KeyDef, Password, Type, Validator};
 use sqlx::ConnectOptions;
@@ -81,8 +83,8 @@ pub enum Pool {
 impl SqlGrant {
     pub(crate) fn from_settings(name: &str, settings: &BTreeMap<String, String>) -> Result<Self> {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("sql", setting_keys()));
-        let key = |setting: &str| format!("plugin.grant.{CAPABILITY}.{name}.{setting}");
-        let values = checked_settings(&SETTINGS, CAPABILITY, name, settings)?;
+        let key = |setting: &str| format!("plugin.grant.{NAME}.{name}.{setting}");
+        let values = checked_settings(&SETTINGS, NAME, name, settings)?;
         let raw = values.string("url").trim();
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
         let user = non_empty(values.string("user"));
@@ -136,7 +138,7 @@ impl SqlGrant {
             return Ok(());
         }
         bail!(
-            "plugin.grant.{CAPABILITY}.{name}.url: the SQLite file {} is not under a directory granted to the \
+            "plugin.grant.{NAME}.{name}.url: the SQLite file {} is not under a directory granted to the \
              connector (plugin.grant.fs.<name>.path)",
             path.display()
         )
@@ -210,6 +212,32 @@ impl Pool {
             Pool::MySql(_) => "MySQL",
             Pool::Sqlite(_) => "SQLite",
         }
+    }
+}
+
+/// Reads grant `name` into the connector's grants.
+pub(super) fn parse(grants: &mut Grants, name: &str, settings: &BTreeMap<String, String>) -> Result<()> {
+    grants.sql.insert(name.to_string(), SqlGrant::from_settings(name, settings)?);
+    Ok(())
+}
+
+/// Every SQLite file lies in a directory the connector was granted.
+pub(super) fn check(grants: &Grants) -> Result<()> {
+    let dirs: Vec<PathBuf> = grants.wasi.dirs.iter().map(|d| d.path.clone()).collect();
+    for (name, grant) in &grants.sql {
+        grant.check_within(name, &dirs)?;
+    }
+    Ok(())
+}
+
+/// A database server, or a SQLite file, whose directory the grant reaches.
+pub(super) fn reach<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
+    let Some((key, url)) = grant.get("url") else { return };
+    reach.targets.push((key, spillway_policy::Target::SqlUrl(url.to_string())));
+    if let Some(file) = url.strip_prefix("sqlite://")
+        && let Some(dir) = std::path::Path::new(file.split('?').next().unwrap_or(file)).parent()
+    {
+        reach.dirs.push((key, dir.to_path_buf()));
     }
 }
 

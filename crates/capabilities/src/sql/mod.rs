@@ -18,10 +18,11 @@ mod guard;
 mod tx;
 mod values;
 
-pub use grant::{SqlGrant, setting_keys};
+pub use grant::SqlGrant;
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use super::{Capability, ContextsView, GrantKind};
 use copy::CopyFailure;
 use failure::Failure;
 use futures::future::BoxFuture;
@@ -31,8 +32,24 @@ use std::sync::Arc;
 use tx::Tx;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
+pub const PACKAGE: &str = "spillway:sql";
 pub const VERSION: &str = "0.1.0";
-const CAPABILITY: &str = "sql";
+/// The grants' capability segment and the metrics' label.
+const NAME: &str = "sql";
+
+pub const CAPABILITY: Capability = Capability {
+    package: PACKAGE,
+    version: VERSION,
+    interfaces: &["databases"],
+    grant: Some(GrantKind {
+        name: NAME,
+        setting_keys: grant::setting_keys,
+        parse: grant::parse,
+        check: grant::check,
+        reach: grant::reach,
+        granted: |grants| !grants.sql.is_empty(),
+    }),
+};
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -207,12 +224,7 @@ enum Outcome<T> {
 }
 
 fn key(op: &'static str) -> OpKey {
-    OpKey { capability: CAPABILITY, op }
-}
-
-/// How a store's data lends the runtime its [`SqlCtx`].
-pub trait SqlView: Send {
-    fn sql(&mut self) -> &mut SqlCtx;
+    OpKey { capability: NAME, op }
 }
 
 struct HasSql;
@@ -221,8 +233,13 @@ impl HasData for HasSql {
     type Data<'a> = &'a mut SqlCtx;
 }
 
-pub fn add_to_linker<T: SqlView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    bindings::spillway::sql::databases::add_to_linker::<T, HasSql>(linker, T::sql)
+fn ctx<T: ContextsView>(data: &mut T) -> &mut SqlCtx {
+    &mut data.contexts().sql
+}
+
+pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyhow::Result<()> {
+    bindings::spillway::sql::databases::add_to_linker::<T, HasSql>(linker, ctx::<T>)?;
+    Ok(())
 }
 
 impl Host for SqlCtx {}

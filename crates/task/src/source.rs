@@ -1,11 +1,11 @@
 //! Where a task's records come from: a share group or a classic group, behind
 //! one face of poll, acknowledge and commit.
 
-use crate::kafka::classic::ClassicSource;
-pub use crate::kafka::classic::Committed;
-use crate::kafka::share::{ShareConsumer, TopicPartition};
-use crate::kafka::{AckType, ConsumedRecord};
 use anyhow::{Result, bail};
+use spillway_kafka::classic::ClassicSource;
+pub use spillway_kafka::classic::Committed;
+use spillway_kafka::share::{ShareConsumer, TopicPartition};
+use spillway_kafka::{AckType, ConsumedRecord};
 use std::time::Duration;
 
 pub enum Source {

@@ -2,8 +2,8 @@
 
 use super::PluginPick;
 use super::topics_regex::check_topics_regex;
-use crate::capabilities;
-use crate::config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
+use spillway_capabilities as capabilities;
+use spillway_config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
 use std::sync::LazyLock;
 
 /// Every key the host reads from a connector config: names, types, defaults,
@@ -242,15 +242,10 @@ pub fn connector_keys() -> &'static ConfigDef {
                     ),
                 ]
                 .into_iter()
-                .chain(
-                    capabilities::object_store::setting_keys()
-                        .into_iter()
-                        .map(|k| k.prefixed("plugin.grant.object-store.<name>.")),
-                )
-                .chain(capabilities::sql::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.sql.<name>.")))
-                .chain(
-                    capabilities::kafka::setting_keys().into_iter().map(|k| k.prefixed("plugin.grant.kafka.<name>.")),
-                )
+                .chain(capabilities::grant_kinds().flat_map(|kind| {
+                    let prefix = format!("{}{}.<name>.", capabilities::GRANT_PREFIX, kind.name);
+                    (kind.setting_keys)().into_iter().map(move |k| k.prefixed(&prefix))
+                }))
                 .chain([
                     key("plugin.grant.<capability>.<name>.password", Type::Password, Medium, credential),
                     key("plugin.grant.<capability>.<name>.secret.access.key", Type::Password, Medium, credential),
@@ -291,8 +286,8 @@ const NO_LONGER_NEEDED: &str =
 /// shown, as the worker's own are not.
 fn secret_override_keys() -> Vec<KeyDef> {
     let mut keys = Vec::new();
-    for role in crate::kafka::clients::Role::ALL {
-        for setting in crate::kafka::security::secret_settings() {
+    for role in spillway_kafka::clients::Role::ALL {
+        for setting in spillway_kafka::security::secret_settings() {
             let name = format!("{}.override.{setting}", role.name());
             let doc = format!("A secret of the {} clients: shown as [hidden].", role.name());
             keys.push(KeyDef::new(&name, Type::Password, Importance::Low, &doc));

@@ -11,19 +11,19 @@ pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, Ta
 pub use run::{Swap, Swapped};
 pub use run::{TaskExit, TaskLoop};
 
-use crate::capabilities::kafka::TaskScope;
-use crate::connector::{ConnectorConfig, GroupProtocol, connector_keys};
-use crate::kafka::classic::ClassicSource;
-use crate::kafka::clients::{ClusterAccess, Role};
-use crate::kafka::producer::Producer;
-use crate::kafka::share::{ShareConsumer, ShareConsumerConfig};
-use crate::kafka::target::TargetCluster;
-use crate::runtime::{Plugin, PluginInstance, Runtime};
 use anyhow::{Context, Result, anyhow, bail};
 use dead_letter::DeadLetterQueue;
 use in_flight::InFlight;
 use run::PluginSlot;
 use source::Source;
+use spillway_capabilities::kafka::TaskScope;
+use spillway_connector::{ConnectorConfig, GroupProtocol, connector_keys};
+use spillway_kafka::classic::ClassicSource;
+use spillway_kafka::clients::{ClusterAccess, Role};
+use spillway_kafka::producer::Producer;
+use spillway_kafka::share::{ShareConsumer, ShareConsumerConfig};
+use spillway_kafka::target::TargetCluster;
+use spillway_runtime::{Plugin, PluginInstance, Runtime};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;

@@ -1,8 +1,8 @@
 use super::keys::REFRESH_KEY;
 use super::parse::grant_key_named_in;
 use super::*;
-use crate::kafka::clients::Role;
-use crate::kafka::share::TOPICS_REGEX_REFRESH;
+use spillway_kafka::clients::Role;
+use spillway_kafka::share::TOPICS_REGEX_REFRESH;
 
 fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut base: BTreeMap<String, String> = [("name", "c1"), ("connector.class", "noop-sink"), ("topics", "a, b")]
@@ -303,34 +303,6 @@ fn grant_keys_old_and_new_find_their_entries() {
 }
 
 #[test]
-fn capability_targets_outside_the_workers_policy_are_refused_on_their_keys() {
-    let worker_config: BTreeMap<String, String> =
-        [("policy.sql.urls", "postgres://db.internal:5432"), ("policy.kafka.bootstrap.servers", "target:9092")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-    let policy = crate::herder::WorkerConfig::parse(&worker_config).unwrap().defaults.policy;
-    let worker = WorkerDefaults { policy, ..Default::default() };
-    let admitted = config(&[
-        ("plugin.grant.sql.db.url", "postgres://db.internal:5432/sink"),
-        ("plugin.grant.kafka.out.bootstrap.servers", "target:9092"),
-    ]);
-    ConnectorConfig::parse(&admitted, &worker).unwrap();
-    let refused = config(&[
-        ("plugin.grant.sql.db.url", "postgres://db.internal.evil.example:5432/sink"),
-        ("plugin.grant.kafka.out.bootstrap.servers", "target:9092,elsewhere:9092"),
-    ]);
-    let problems = ConnectorConfig::parse(&refused, &worker).unwrap_err();
-    let got: Vec<(&str, bool)> =
-        problems.iter().map(|p| (p.key.as_str(), p.message.contains("is outside what the worker's policy"))).collect();
-    assert_eq!(
-        got,
-        [("plugin.grant.kafka.out.bootstrap.servers", true), ("plugin.grant.sql.db.url", true)],
-        "{problems:?}"
-    );
-}
-
-#[test]
 fn grant_credentials_are_secret_and_nothing_else_is() {
     let keys = connector_keys();
     for key in [
@@ -369,5 +341,5 @@ fn grant_credentials_are_secret_and_nothing_else_is() {
 /// The README's table is `connector_keys().markdown_table()`, verbatim.
 #[test]
 fn readme_documents_the_table() {
-    crate::config::assert_readme_documents(connector_keys(), "connector-keys", "config-keys");
+    spillway_config::assert_readme_documents(connector_keys(), "connector-keys", "config-keys");
 }

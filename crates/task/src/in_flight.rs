@@ -1,7 +1,7 @@
 //! Every record a task took from its source and has not acknowledged yet,
 //! with the stage it is in: the one owner of a record's state in the task.
 
-use crate::kafka::ConsumedRecord;
+use spillway_kafka::ConsumedRecord;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Kafka records into the batch the plugin is given.
 
-use crate::kafka::{ConsumedRecord, TimestampType};
-use crate::runtime::batch::{self, BatchBuilder, RecordBatch, RecordRef};
+use spillway_kafka::{ConsumedRecord, TimestampType};
+use spillway_runtime::batch::{self, BatchBuilder, RecordBatch, RecordRef};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `now` is the wall clock at conversion, to turn each lock's deadline into

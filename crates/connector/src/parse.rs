@@ -4,11 +4,11 @@
 
 use super::keys::REFRESH_KEY;
 use super::*;
-use crate::capabilities;
-use crate::config::{HIDDEN, Value};
-use crate::kafka::share::TOPICS_REGEX_REFRESH;
-use crate::policy::Requested;
 use regex::Regex;
+use spillway_capabilities as capabilities;
+use spillway_config::{HIDDEN, Value};
+use spillway_kafka::share::TOPICS_REGEX_REFRESH;
+use spillway_policy::Requested;
 
 impl ConnectorConfig {
     /// Resolves a connector config, its `${provider:…}` placeholders first.

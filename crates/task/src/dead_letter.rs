@@ -1,9 +1,9 @@
 //! The dead-letter queue: a rejected record is copied there, with Connect's
 //! `__connect.errors.*` context headers, before it is acknowledged.
 
-use crate::kafka::ConsumedRecord;
-use crate::kafka::producer::{OutgoingRecord, Producer};
 use anyhow::Result;
+use spillway_kafka::ConsumedRecord;
+use spillway_kafka::producer::{OutgoingRecord, Producer};
 
 /// Where a record failed, as Connect's `__connect.errors.stage` names it.
 #[derive(Clone, Copy, Debug)]

@@ -12,15 +12,15 @@ mod parse;
 mod tests;
 mod topics_regex;
 
-pub use crate::config::Problem as ConfigProblem;
 pub use keys::connector_keys;
+pub use spillway_config::Problem as ConfigProblem;
 pub use topics_regex::topics_pattern;
 
-use crate::capabilities::Grants;
-use crate::config::ConfigProviders;
-use crate::kafka::clients::ClientSettings;
-use crate::policy::GrantPolicy;
-use crate::runtime::Limits;
+use spillway_capabilities::Grants;
+use spillway_config::ConfigProviders;
+use spillway_kafka::clients::ClientSettings;
+use spillway_policy::GrantPolicy;
+use spillway_runtime::Limits;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -7,10 +7,10 @@
 //! redelivered and nothing is acknowledged twice.
 
 use super::{Failure, TaskLoop};
-use crate::runtime::PluginInstance;
-use crate::runtime::batch::FlushScope;
-use crate::task::in_flight::Stage;
-use crate::task::metrics::FlushCause;
+use crate::in_flight::Stage;
+use crate::metrics::FlushCause;
+use spillway_runtime::PluginInstance;
+use spillway_runtime::batch::FlushScope;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
