@@ -9,10 +9,10 @@
 mod support;
 
 use spillway::herder::{ConfigMap, Herder, HerderError, State, SwapOutcome, TaskState};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::herder::{extra_plugin, plugin_dir, start_herder_with_plugins, wait_running};
+use support::herder::{extra_plugin, plugin_dir, start_herder_with_plugins, wait_running, worker_config};
 use support::{Broker, assert_each_exactly_once, produce, unique};
 
 /// A plugin directory in `dir` with misbehave 0.1.0, and 0.2.0 if `both`.
@@ -355,7 +355,10 @@ async fn an_upload_is_checked_then_installed_beside_the_other_versions() {
     let broker = Broker::start_or_env();
     let dir = tempfile::tempdir().unwrap();
     let plugins = plugin_dir_with(dir.path(), false);
-    let herder = start_herder_with_plugins(&broker, dir.path(), &plugins).await;
+    // A cache of its own, to see what refusals leave in it.
+    let cache = dir.path().join("cache");
+    let runtime = spillway::runtime::Runtime::new(&cache).unwrap();
+    let herder = Herder::start(worker_config(&broker.bootstrap, dir.path(), &plugins), runtime).await.unwrap();
     let v2 = std::fs::read(extra_plugin("misbehave-0.2.0.wasm")).unwrap();
 
     let (created, info) = herder.install_plugin("misbehave".into(), v2.clone()).await.unwrap();
@@ -390,6 +393,15 @@ async fn an_upload_is_checked_then_installed_beside_the_other_versions() {
     let (code, text) = message(refused("misbehave", vec![0; spillway::herder::PLUGIN_UPLOAD_MAX_BYTES + 1]).await);
     assert_eq!(code, 400);
     assert!(text.contains("largest upload"), "{text}");
+    // Nothing refused stays compiled: the cache holds the installed builds.
+    let installed: BTreeSet<String> = herder.plugins().await.unwrap().into_iter().map(|p| p.digest).collect();
+    let cached: BTreeSet<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|f| f.ends_with(".cwasm"))
+        .map(|f| format!("sha256:{}", f.split('-').next().unwrap()))
+        .collect();
+    assert_eq!(cached, installed, "compiled code of refused uploads was left in the cache");
     herder.shutdown().await.unwrap();
 }
 

@@ -1,7 +1,7 @@
 //! Every key the host reads from a connector config, in one table.
 
-use super::PluginPick;
 use super::topics_regex::check_topics_regex;
+use super::{PluginPick, VersionRange};
 use spillway_capabilities as capabilities;
 use spillway_config::{ConfigDef, Importance, KeyDef, Segment, Type, Validator, Value};
 use std::sync::LazyLock;
@@ -70,14 +70,13 @@ pub fn connector_keys() -> &'static ConfigDef {
                         Type::String,
                         Medium,
                         "Which installed version of the plugin to run: a semver range as Cargo reads one (0.2 \
-                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both). Unset: the newest \
+                         or ^0.2 admits 0.2.x, =0.2.1 that version only, >=0.1, <0.3 both); a build with metadata \
+                         (0.2.1+patched) only where the range names it (=0.2.1+patched). Unset: the newest \
                          installed. Changing it on a running connector swaps its tasks to the new version \
                          without stopping them.",
                     )
                     .with_validator(Validator::new("a semver range", |v| match v {
-                        Value::String(range) if !range.trim().is_empty() => {
-                            semver::VersionReq::parse(range).map(|_| ()).map_err(|e| format!("not a semver range: {e}"))
-                        }
+                        Value::String(range) if !range.trim().is_empty() => VersionRange::parse(range).map(|_| ()),
                         _ => Ok(()),
                     })),
                     key(

@@ -4,17 +4,20 @@
 //! `ConnectorConfig` and `SinkConnectorConfig`, it belongs to none of them.
 //!
 //! [`keys`] is the table of every key the host reads, [`parse`] turns a
-//! config into a [`ConnectorConfig`], [`topics_regex`] checks `topics.regex`.
+//! config into a [`ConnectorConfig`], [`topics_regex`] checks `topics.regex`,
+//! [`VersionRange`] reads `connector.plugin.version`.
 
 mod keys;
 mod parse;
 #[cfg(test)]
 mod tests;
 mod topics_regex;
+mod version_range;
 
 pub use keys::connector_keys;
 pub use spillway_config::Problem as ConfigProblem;
 pub use topics_regex::topics_pattern;
+pub use version_range::VersionRange;
 
 use spillway_capabilities::Grants;
 use spillway_config::ConfigProviders;
@@ -83,7 +86,7 @@ pub struct ConnectorConfig {
 /// whose file has that digest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PluginPick {
-    pub version: Option<semver::VersionReq>,
+    pub version: Option<VersionRange>,
     pub digest: Option<String>,
 }
 
@@ -96,7 +99,7 @@ impl PluginPick {
     pub fn of(raw: &BTreeMap<String, String>) -> Self {
         let given = |key: &str| raw.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
         PluginPick {
-            version: given(Self::KEYS[0]).and_then(|v| semver::VersionReq::parse(v).ok()),
+            version: given(Self::KEYS[0]).and_then(|v| VersionRange::parse(v).ok()),
             digest: given(Self::KEYS[1]).map(str::to_ascii_lowercase),
         }
     }

@@ -49,6 +49,22 @@ impl ComponentCache {
         &self.dir
     }
 
+    /// Drops the compiled `digest` from memory and disk: what was refused
+    /// leaves nothing behind (compiled code is native code, and a refused
+    /// upload must not fill the disk).
+    pub fn forget(&self, digest: &str) {
+        self.compiled.lock().unwrap().remove(digest);
+        let Some(hex) = digest.strip_prefix("sha256:") else { return };
+        let path = self.dir.join(format!("{hex}-{}.cwasm", self.engine_tag()));
+        for file in [digest_path(&path), path] {
+            if let Err(e) = std::fs::remove_file(&file)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %file.display(), error = %e, "could not remove a refused plugin's compiled code");
+            }
+        }
+    }
+
     /// How many plugins this cache had to compile (not found in memory or on disk).
     pub fn compilations(&self) -> u64 {
         self.compilations.load(Ordering::Relaxed)

@@ -111,10 +111,23 @@ impl Runtime {
         let runtime = self.clone();
         let (digest, component) =
             tokio::task::spawn_blocking(move || runtime.inner.cache.get_or_compile(&wasm)).await??;
-        let mut probe =
-            self.probe(&component, "plugin-probe").await.context("instantiating plugin to read its metadata")?;
-        let metadata = probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))?;
-        Ok(Plugin { digest, metadata, component })
+        let metadata = async {
+            let mut probe =
+                self.probe(&component, "plugin-probe").await.context("instantiating plugin to read its metadata")?;
+            probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))
+        };
+        match metadata.await {
+            Ok(metadata) => Ok(Plugin { digest, metadata, component }),
+            Err(e) => {
+                self.forget(&digest);
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops a refused plugin's compiled code from the cache.
+    pub fn forget(&self, digest: &str) {
+        self.inner.cache.forget(digest);
     }
 
     /// Reads a plugin file and loads it.

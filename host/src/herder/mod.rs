@@ -176,14 +176,8 @@ impl Herder {
             .load(wasm)
             .await
             .map_err(|e| HerderError::BadRequest(format!("the uploaded component was refused: {e:#}")))?;
-        if plugin.metadata.name != name {
-            return Err(HerderError::BadRequest(format!(
-                "the uploaded component is the plugin '{}', not '{name}'",
-                plugin.metadata.name
-            )));
-        }
         let dir = self.plugin_dir.clone();
-        self.ask(move |w| Box::pin(async move { w.install_plugin(plugin, &dir, &bytes) })).await
+        self.ask(move |w| Box::pin(async move { w.install_plugin(&name, plugin, &dir, &bytes) })).await
     }
 
     /// In a group, the leader's REST URL while another worker leads; `None`

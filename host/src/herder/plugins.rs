@@ -118,7 +118,8 @@ impl PluginRegistry {
             message: format!("Failed to find any installed plugin named '{name}'"),
         })?;
         let installed = || versions.keys().map(Version::to_string).collect::<Vec<_>>().join(", ");
-        let mut matching = versions.iter().rev().filter(|(v, _)| version.is_none_or(|req| req.matches(v))).peekable();
+        let mut matching =
+            versions.iter().rev().filter(|(v, _)| version.is_none_or(|range| range.admits(v))).peekable();
         if matching.peek().is_none() {
             return Err(Refusal {
                 key: "connector.plugin.version",
@@ -145,6 +146,11 @@ impl PluginRegistry {
                 candidates.join(", ")
             ),
         })
+    }
+
+    /// Whether a build with `digest` is installed.
+    pub fn has_digest(&self, digest: &str) -> bool {
+        self.plugins.values().flat_map(|versions| versions.values()).any(|i| i.plugin.digest == digest)
     }
 
     /// The installed build of `name` at exactly `version`.

@@ -4,7 +4,7 @@
 use super::group::task_count;
 use super::{HerderLoop, not_found};
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::connector::{ConnectorConfig, PluginPick};
+use crate::connector::{ConnectorConfig, PluginPick, VersionRange};
 use crate::herder::offsets::{OffsetsChange, OffsetsTarget};
 use crate::herder::plugins::plugin_info;
 use crate::herder::store::{connector_key, task_key};
@@ -137,8 +137,7 @@ impl HerderLoop {
     pub fn plugin_config(&self, plugin: &str, version: Option<&str>) -> HerderResult<Vec<ConfigKeyInfo>> {
         let range = match version.map(str::trim).filter(|v| !v.is_empty()) {
             Some(v) => Some(
-                semver::VersionReq::parse(v)
-                    .map_err(|e| HerderError::BadRequest(format!("Invalid version '{v}': not a semver range: {e}")))?,
+                VersionRange::parse(v).map_err(|e| HerderError::BadRequest(format!("Invalid version '{v}': {e}")))?,
             ),
             None => None,
         };
@@ -155,13 +154,36 @@ impl HerderLoop {
     /// Installs an uploaded, checked plugin as `<name>-<version>.wasm` in
     /// `dir`. A version is never rebuilt under the same number: an upload of
     /// an installed version with other bytes is a conflict.
+    /// Installs an uploaded plugin, compiled and checked, as `name`. A
+    /// refused one leaves nothing behind, its compiled code included.
     pub fn install_plugin(
         &mut self,
+        name: &str,
+        plugin: Plugin,
+        dir: &std::path::Path,
+        wasm: &[u8],
+    ) -> HerderResult<(bool, PluginInfo)> {
+        let digest = plugin.digest.clone();
+        let installed = self.try_install_plugin(name, plugin, dir, wasm);
+        if installed.is_err() && !self.plugins.has_digest(&digest) {
+            self.worker.runtime.forget(&digest);
+        }
+        installed
+    }
+
+    fn try_install_plugin(
+        &mut self,
+        expected_name: &str,
         plugin: Plugin,
         dir: &std::path::Path,
         wasm: &[u8],
     ) -> HerderResult<(bool, PluginInfo)> {
         let (name, version) = (plugin.metadata.name.clone(), plugin.metadata.version.clone());
+        if name != expected_name {
+            return Err(HerderError::BadRequest(format!(
+                "the uploaded component is the plugin '{name}', not '{expected_name}'"
+            )));
+        }
         if let Some(membership) = &self.membership {
             return Err(HerderError::BadRequest(format!(
                 "this worker is one of the group {}: an upload would reach this worker only. Install {name} \
