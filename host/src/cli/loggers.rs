@@ -15,7 +15,7 @@ pub enum LoggersCommand {
     /// Sets a logger's level (OFF, ERROR, WARN, INFO, DEBUG, TRACE…) and that
     /// of every logger below it; `root` sets them all.
     Set {
-        /// A module path such as spillway::task, or root.
+        /// A module path such as spillway_task::run, or root.
         name: String,
         level: String,
         /// This worker only, or every worker of the cluster.

@@ -1,6 +1,6 @@
 //! `/admin/loggers`: Connect's logger-level endpoints over `tracing`.
 //!
-//! A logger is a `tracing` target (a module path such as `spillway::task`);
+//! A logger is a `tracing` target (a module path such as `spillway_task::run`);
 //! `root` is the default level. As Connect lists every logger log4j has
 //! created, Spillway lists every target that has logged (its callsites
 //! registered), each at the level it inherits unless one was set. Levels are changed by rebuilding the
@@ -169,7 +169,7 @@ impl LogLevels {
         let is_root = logger.eq_ignore_ascii_case(ROOT_LOGGER);
         if !is_root && !valid_target(logger) {
             return Err(ApiError::bad_request(format!(
-                "Invalid logger name '{logger}': use a module path such as spillway::task (letters, digits, _ - . :)"
+                "Invalid logger name '{logger}': use a module path such as spillway_task::run (letters, digits, _ - . :)"
             )));
         }
         let entry = LoggerLevel { level: level.to_string(), last_modified: Some(now_millis()) };

@@ -107,7 +107,7 @@ impl Target {
             topic: format!("diff-spillway-{suffix}-in"),
             class: "file-sink".into(),
             plugin: "file-sink".into(),
-            logger: "spillway::task".into(),
+            logger: "spillway_task".into(),
             plugin_keys: vec![
                 ("file".into(), file.to_str().unwrap().into()),
                 ("plugin.grant.fs.out.path".into(), out.to_str().unwrap().into()),
