@@ -52,8 +52,9 @@ pub struct GrantKind {
 }
 
 impl Capability {
-    /// The versioned name a plugin imports `interface` by, if `imported`
-    /// is one of this package's interfaces: the version it asks for.
+    /// If `imported` (`package/interface@version`, as a plugin names an
+    /// import) is one of this package's interfaces: that interface and the
+    /// version the plugin asks for.
     pub fn imported_version<'a>(&self, imported: &'a str) -> Option<(&'static str, &'a str)> {
         let rest = imported.strip_prefix(self.package)?.strip_prefix('/')?;
         let (interface, version) = rest.split_once('@')?;

@@ -270,8 +270,6 @@ pub struct ClassicSource {
     warned_missing_topic: Option<std::time::Instant>,
     /// Exactly-once: the transactional target that keeps the positions.
     target: Option<Arc<TargetCluster>>,
-    /// Exactly-once: how long reading the positions may take.
-    patience: Duration,
 }
 
 /// How often a missing topic is warned about while waiting for it.
@@ -320,14 +318,7 @@ impl ClassicSource {
             None => topics.iter().map(String::as_str).collect(),
         };
         consumer.subscribe(&topics).context("subscribing")?;
-        Ok(ClassicSource {
-            consumer: Arc::new(consumer),
-            positions,
-            max_records,
-            warned_missing_topic: None,
-            target,
-            patience,
-        })
+        Ok(ClassicSource { consumer: Arc::new(consumer), positions, max_records, warned_missing_topic: None, target })
     }
 
     /// Whether records go through a transaction with their offsets.
@@ -499,7 +490,7 @@ impl ClassicSource {
     async fn rewind(&mut self, Rewind { why, from_target }: Rewind) -> Result<Committed> {
         if from_target && let Some(target) = self.target.clone() {
             let held: Vec<Partition> = self.positions.lock().unwrap().next_offset.keys().cloned().collect();
-            let patience = self.patience;
+            let patience = self.consumer.context().patience;
             let committed = tokio::task::spawn_blocking(move || target.committed(&held, patience)).await??;
             let mut current = self.positions.lock().unwrap();
             for (partition, offset) in committed {
