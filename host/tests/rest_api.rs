@@ -1481,3 +1481,72 @@ async fn secrets_are_hidden_and_config_providers_resolve_them_in_the_host() {
     assert!(!message.contains("from-the-file"), "{message}");
     host.shutdown().await;
 }
+
+/// A plugin whose `validate` never returns holds up its own request only:
+/// `/health`, asked every 100 ms meanwhile, answers every time within 1 s
+/// (before, validation ran on the herder's loop and `/health` waited for
+/// the call's 30 s timeout); the validation ends at its own timeout, as an
+/// error on `connector.class`, and a create with that config is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
+    let env = env();
+    let host = env.host().await;
+    let topic = env.topic("spin", 1);
+    let spinning = config("misbehave", &topic, 1, &[("name", "spin"), ("validate.mode", "loop")]);
+    let validation = {
+        let request =
+            host.http.put(format!("{}/connector-plugins/misbehave/config/validate", host.url)).json(&spinning);
+        tokio::spawn(async move { read(request.send().await.expect("request")).await })
+    };
+    let mut answers = 0;
+    let mut slowest = Duration::ZERO;
+    while !validation.is_finished() {
+        let asked = std::time::Instant::now();
+        let (status, body) = host.get("/health").await;
+        assert_eq!(status, 200, "{body}");
+        slowest = slowest.max(asked.elapsed());
+        answers += 1;
+        tokio::time::sleep(POLL).await;
+    }
+    assert!(slowest < Duration::from_secs(1), "the slowest of {answers} /health answers took {slowest:?}");
+    assert!(answers > 10, "/health was asked only {answers} times while validate ran");
+    let (status, infos) = validation.await.unwrap();
+    assert_eq!(status, 200, "{infos}");
+    assert_eq!(infos["error_count"], 1, "{infos:#}");
+    let class = infos["configs"].as_array().unwrap().iter().find(|c| c["value"]["name"] == "connector.class").unwrap();
+    let errors = class["value"]["errors"].to_string();
+    assert!(errors.contains("validate did not return within 10 s"), "{errors}");
+
+    let (status, body) =
+        host.call(Method::POST, "/connectors", Some(json!({"name": "spin", "config": spinning}))).await;
+    let message = assert_error(status, &body, 400);
+    assert!(message.contains("validate did not return"), "{message}");
+    assert_eq!(host.get("/connectors").await, (200, json!([])));
+    host.shutdown().await;
+}
+
+/// A config of more keys than a connector may have is refused whole, by
+/// create, update and validate alike, before any key is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_of_too_many_keys_is_refused() {
+    let env = env();
+    let host = env.host().await;
+    let topic = env.topic("keys", 1);
+    let mut huge = config("noop-sink", &topic, 1, &[]);
+    let given = huge.as_object().unwrap().len();
+    for i in 0..=(spillway::connector::MAX_CONFIG_KEYS - given) {
+        huge[format!("extra.{i}")] = json!("x");
+    }
+    let keys = huge.as_object().unwrap().len() + 1; // and `name`
+    let expected = format!("the config has {keys} keys; a connector config may have at most 1000");
+    let (status, body) = host.call(Method::POST, "/connectors", Some(json!({"name": "huge", "config": huge}))).await;
+    assert_eq!(assert_error(status, &body, 400), expected);
+    let (status, body) = host.call(Method::PUT, "/connectors/huge/config", Some(huge.clone())).await;
+    assert_eq!(assert_error(status, &body, 400), expected);
+    huge["name"] = json!("huge");
+    let (status, body) =
+        host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(huge.clone())).await;
+    assert_eq!(assert_error(status, &body, 400), expected);
+    assert_eq!(host.get("/connectors").await, (200, json!([])));
+    host.shutdown().await;
+}

@@ -4,6 +4,7 @@
 //!
 //! [`Herder`] is the cheap, cloneable handle the REST API and the CLI use.
 
+mod config_check;
 mod distributed;
 mod herder_loop;
 mod offsets;
@@ -26,6 +27,7 @@ use crate::kafka::group_member::{GroupMember, GroupSettings};
 use crate::kafka::share::Cluster;
 use crate::runtime::Runtime;
 use crate::task::TaskMetrics;
+use config_check::ConfigCheck;
 use futures::future::BoxFuture;
 use herder_loop::HerderLoop;
 use offsets::OffsetsChange;
@@ -230,12 +232,16 @@ impl Herder {
         config: ConfigMap,
         initial_state: Option<TargetState>,
     ) -> HerderResult<ConnectorInfo> {
-        self.ask(move |w| Box::pin(w.create(name, config, initial_state))).await
+        let check = self.ask(move |w| Box::pin(async move { w.prepare_create(name, config) })).await?;
+        check.admit().await?;
+        let (config, _) = check.into_configs();
+        self.ask(move |w| Box::pin(w.commit_create(config, initial_state))).await
     }
 
     /// `PUT /connectors/{name}/config`: creates or replaces; true if created.
     pub async fn put_config(&self, name: String, config: ConfigMap) -> HerderResult<(bool, ConnectorInfo)> {
-        self.ask(move |w| Box::pin(w.put_config(name, config))).await
+        let check = self.ask(move |w| Box::pin(async move { w.prepare_put(name, config) })).await?;
+        self.commit_put(check).await
     }
 
     /// `PATCH /connectors/{name}/config`: a `None` value removes the key.
@@ -244,7 +250,15 @@ impl Herder {
         name: String,
         patch: std::collections::BTreeMap<String, Option<String>>,
     ) -> HerderResult<ConnectorInfo> {
-        self.ask(move |w| Box::pin(w.patch_config(name, patch))).await
+        let check = self.ask(move |w| Box::pin(async move { w.prepare_patch(name, patch) })).await?;
+        Ok(self.commit_put(check).await?.1)
+    }
+
+    /// Checks a put's config off the main loop, then applies it on it.
+    async fn commit_put(&self, check: ConfigCheck) -> HerderResult<(bool, ConnectorInfo)> {
+        check.admit().await?;
+        let (config, previous) = check.into_configs();
+        self.ask(move |w| Box::pin(w.commit_put(config, previous))).await
     }
 
     pub async fn info(&self, name: String) -> HerderResult<ConnectorInfo> {
@@ -329,7 +343,8 @@ impl Herder {
 
     /// `PUT /connector-plugins/{plugin}/config/validate`.
     pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
-        self.ask(move |w| Box::pin(w.validate(plugin, config))).await
+        let check = self.ask(move |w| Box::pin(async move { w.prepare_validate(plugin, config) })).await?;
+        Ok(check.infos().await)
     }
 
     pub async fn task_metrics(&self) -> HerderResult<Vec<TaskMetricsEntry>> {

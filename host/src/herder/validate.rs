@@ -10,6 +10,7 @@ use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connector
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The keys every connector takes, whatever its plugin, from the host's table.
 pub fn host_key_infos() -> Vec<ConfigKeyInfo> {
@@ -248,18 +249,25 @@ fn check_value(key: &ConfigKey, value: Option<&String>) -> Option<String> {
     (!ok).then(|| format!("Invalid value '{value}' for configuration {}", key.name))
 }
 
+/// How long a plugin's `validate` may run, instantiation included. It has no
+/// grants, so it has nothing to wait for but itself.
+pub const PLUGIN_VALIDATE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The plugin's own checks, in a throwaway instance with no grants.
 async fn plugin_validate(runtime: &Runtime, plugin: &Plugin, config: &ConfigMap) -> Vec<(String, String)> {
-    let runtime = runtime.clone();
-    let plugin = plugin.clone();
     let pairs: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let result = async {
-        let mut probe = runtime.validation_probe(&plugin).await?;
+        let mut probe = runtime.validation_probe(plugin).await?;
         probe.validate(&pairs).await.map_err(anyhow::Error::from)
     };
-    match result.await {
-        Ok(errors) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
-        Err(e) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
+    // Dropping the call ends it: running wasm yields at every epoch tick.
+    match tokio::time::timeout(PLUGIN_VALIDATE_TIMEOUT, result).await {
+        Ok(Ok(errors)) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
+        Ok(Err(e)) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
+        Err(_) => vec![(
+            "connector.class".into(),
+            format!("the plugin's validate did not return within {} s", PLUGIN_VALIDATE_TIMEOUT.as_secs()),
+        )],
     }
 }
 

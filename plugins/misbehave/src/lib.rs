@@ -29,6 +29,8 @@
 //! with `record.version=true` each line also names the plugin version that
 //! wrote it (`<key>\t<delivery count>\t<version>`).
 //!
+//! `validate.mode=loop` makes `validate` never return.
+//!
 //! For hot-swap tests, the build's version can be set when it is compiled
 //! (`MISBEHAVE_VERSION=0.2.0`), and `fail.start.version=V` makes `start`
 //! fail in version V only.
@@ -39,7 +41,9 @@ const VERSION: &str = match option_env!("MISBEHAVE_VERSION") {
     None => env!("CARGO_PKG_VERSION"),
 };
 
-use spillway_sdk::{Config, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError};
+use spillway_sdk::{
+    Config, ConfigError, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError,
+};
 
 pub struct Misbehave {
     mode: String,
@@ -54,6 +58,17 @@ pub struct Misbehave {
 impl Sink for Misbehave {
     fn metadata() -> PluginMetadata {
         PluginMetadata::new("misbehave", VERSION, "Misbehaves on purpose, for tests.")
+    }
+
+    /// `validate.mode=loop` never returns, for the herder's tests.
+    fn validate(config: &Config) -> Vec<ConfigError> {
+        if config.get("validate.mode") == Some("loop") {
+            let mut n = 0u64;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        Vec::new()
     }
 
     fn start(config: Config) -> Result<Self, TaskError> {

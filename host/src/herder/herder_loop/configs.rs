@@ -2,29 +2,39 @@
 //! resume, stop, each made durable in the store before it is applied.
 
 use super::{HerderLoop, check_name};
-use crate::connector::{ConnectorConfig, GroupProtocol};
+use crate::connector::{PluginPick, check_key_count};
+use crate::herder::config_check::ConfigCheck;
 use crate::herder::store::StoredConnector;
 use crate::herder::types::*;
 use crate::herder::validate;
 use crate::herder::worker::{ConnectorRuntime, TaskRuntime};
 use crate::herder::{HerderError, HerderResult};
-use crate::kafka::clients::ClusterAccess;
 use crate::task::ActiveTopics;
 use std::collections::BTreeMap;
 
 impl HerderLoop {
-    pub async fn create(
-        &mut self,
-        name: String,
-        mut config: ConfigMap,
-        initial_state: Option<TargetState>,
-    ) -> HerderResult<ConnectorInfo> {
+    /// `POST /connectors`, first half: 409 if it exists; the config to
+    /// check off the loop.
+    pub fn prepare_create(&self, name: String, mut config: ConfigMap) -> HerderResult<ConfigCheck> {
         check_name(&name)?;
         if self.worker.connectors.contains_key(&name) {
             return Err(HerderError::Conflict(format!("Connector {name} already exists")));
         }
-        config.insert("name".into(), name.clone());
-        self.check_config(&config, None).await?;
+        config.insert("name".into(), name);
+        self.config_check(None, config, None)
+    }
+
+    /// Second half: stores the checked config and starts the connector,
+    /// unless another request created it meanwhile.
+    pub async fn commit_create(
+        &mut self,
+        config: ConfigMap,
+        initial_state: Option<TargetState>,
+    ) -> HerderResult<ConnectorInfo> {
+        let name = config.get("name").cloned().unwrap_or_default();
+        if self.worker.connectors.contains_key(&name) {
+            return Err(HerderError::Conflict(format!("Connector {name} already exists")));
+        }
         let target = initial_state.unwrap_or(TargetState::Started);
         let stored = StoredConnector { config: config.clone(), target_state: target };
         self.save_change(|s| {
@@ -52,10 +62,12 @@ impl HerderLoop {
         self.start_connector(name);
     }
 
-    pub async fn put_config(&mut self, name: String, mut config: ConfigMap) -> HerderResult<(bool, ConnectorInfo)> {
-        if !self.worker.connectors.contains_key(&name) {
-            return Ok((true, self.create(name, config, None).await?));
-        }
+    /// `PUT /connectors/{name}/config`, first half: the whole new config (a
+    /// secret sent back hidden keeps its value) to check off the loop.
+    pub fn prepare_put(&self, name: String, mut config: ConfigMap) -> HerderResult<ConfigCheck> {
+        let Some(previous) = self.worker.connectors.get(&name).map(|c| c.raw.clone()) else {
+            return self.prepare_create(name, config);
+        };
         if let Some(given) = config.get("name")
             && given != &name
         {
@@ -63,12 +75,39 @@ impl HerderLoop {
                 "Connector name configuration ({given}) doesn't match connector name in the URL ({name})"
             )));
         }
-        config.insert("name".into(), name.clone());
-        let previous = self.worker.connectors.get(&name).map(|c| c.raw.clone());
-        if let Some(previous) = &previous {
-            validate::keep_hidden_secrets(self.plugin_of(&config), &mut config, previous);
+        config.insert("name".into(), name);
+        validate::keep_hidden_secrets(self.plugin_of(&config), &mut config, &previous);
+        self.config_check(None, config, Some(previous))
+    }
+
+    /// `PATCH /connectors/{name}/config`, first half: a `None` value
+    /// removes the key.
+    pub fn prepare_patch(&self, name: String, patch: BTreeMap<String, Option<String>>) -> HerderResult<ConfigCheck> {
+        let mut config = self.connector(&name)?.raw.clone();
+        for (key, value) in patch {
+            match value {
+                Some(v) => config.insert(key, v),
+                None => config.remove(&key),
+            };
         }
-        self.check_config(&config, previous.as_ref()).await?;
+        self.prepare_put(name, config)
+    }
+
+    /// Second half of a put or patch: stores the checked config and applies
+    /// it, if the config it replaces is still the one that was checked
+    /// against; true if it created the connector.
+    pub async fn commit_put(
+        &mut self,
+        config: ConfigMap,
+        previous: Option<ConfigMap>,
+    ) -> HerderResult<(bool, ConnectorInfo)> {
+        let Some(previous) = previous else { return Ok((true, self.commit_create(config, None).await?)) };
+        let name = config.get("name").cloned().unwrap_or_default();
+        if self.worker.connectors.get(&name).map(|c| &c.raw) != Some(&previous) {
+            return Err(HerderError::Conflict(format!(
+                "Connector {name} changed while this config for it was checked; send it again"
+            )));
+        }
         self.save_change(|s| {
             if let Some(stored) = s.connectors.get_mut(&name) {
                 stored.config = config.clone();
@@ -79,84 +118,26 @@ impl HerderLoop {
         Ok((false, self.info(&name)?))
     }
 
-    pub async fn patch_config(
-        &mut self,
-        name: String,
-        patch: BTreeMap<String, Option<String>>,
-    ) -> HerderResult<ConnectorInfo> {
-        let mut config = self.connector(&name)?.raw.clone();
-        for (key, value) in patch {
-            match value {
-                Some(v) => config.insert(key, v),
-                None => config.remove(&key),
-            };
-        }
-        Ok(self.put_config(name, config).await?.1)
-    }
-
-    /// Refuses a config with any validation error, listing them all, and a
-    /// share group that would take an existing consumer group's id (checked
-    /// unless `previous`, the config it replaces, had the same group).
-    pub(super) async fn check_config(&self, config: &ConfigMap, previous: Option<&ConfigMap>) -> HerderResult<()> {
-        let plugin_name = config.get("connector.class").cloned().unwrap_or_default();
-        let infos = self.validate_config(plugin_name, config.clone()).await;
-        if infos.error_count == 0 {
-            for warning in &infos.warnings {
-                tracing::warn!(connector = config.get("name").map(String::as_str).unwrap_or(""), "{warning}");
-            }
-            let group = |c: &ConfigMap| {
-                ConnectorConfig::parse(c, &self.config.defaults).ok().map(|c| (c.group_protocol, c.group_id))
-            };
-            if previous.is_some_and(|previous| group(previous).is_some_and(|g| Some(g) == group(config))) {
-                // Checked when it was set; asking again costs a connection,
-                // and librdkafka's mock ends every share session on a broker
-                // when any connection to it closes.
-                return Ok(());
-            }
-            return self.check_share_group_id(config).await;
-        }
-        let lines: Vec<String> = infos
-            .configs
-            .iter()
-            .flat_map(|c| c.value.errors.iter().map(move |e| format!("{}: {e}", c.value.name)))
-            .collect();
-        Err(HerderError::BadRequest(format!(
-            "Connector configuration is invalid and contains the following {} error(s):\n{}\n\
-             You can also find the above list of errors at the endpoint `/connector-plugins/{{connectorType}}/config/validate`",
-            infos.error_count,
-            lines.join("\n")
-        )))
-    }
-
-    /// KIP-1302: a share group id must not match an existing consumer
-    /// group's, or the two would fight over membership.
-    pub(super) async fn check_share_group_id(&self, config: &ConfigMap) -> HerderResult<()> {
-        let Ok(parsed) = ConnectorConfig::parse(config, &self.config.defaults) else { return Ok(()) };
-        if parsed.group_protocol != GroupProtocol::Share {
-            return Ok(());
-        }
-        let cluster = ClusterAccess::new(self.config.bootstrap(), &parsed.clients);
-        let (group, topics, pattern) = (parsed.group_id.clone(), parsed.topics.clone(), parsed.topics_pattern());
-        let exists = tokio::task::spawn_blocking(move || {
-            let topics = crate::kafka::groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
-            crate::kafka::groups::classic_group_exists(&cluster, &group, &topics)
+    /// What checking `config` takes, as the loop knows it now: the plugin
+    /// it picks (of `plugin_name`, else its `connector.class`).
+    pub(super) fn config_check(
+        &self,
+        plugin_name: Option<String>,
+        config: ConfigMap,
+        previous: Option<ConfigMap>,
+    ) -> HerderResult<ConfigCheck> {
+        check_key_count(&config).map_err(HerderError::BadRequest)?;
+        let plugin_name = plugin_name.unwrap_or_else(|| config.get("connector.class").cloned().unwrap_or_default());
+        let plugin = self.plugins.resolve(&plugin_name, &PluginPick::of(&config)).cloned();
+        Ok(ConfigCheck {
+            runtime: self.worker.runtime.clone(),
+            plugin_name,
+            plugin,
+            config,
+            defaults: self.config.defaults.clone(),
+            bootstrap: self.config.bootstrap().to_string(),
+            previous,
         })
-        .await
-        .map_err(|e| HerderError::Internal(e.to_string()))?;
-        match exists {
-            Ok(false) => Ok(()),
-            Ok(true) => Err(HerderError::BadRequest(format!(
-                "Share group id '{}' is already used by a consumer group; share and consumer groups must not share \
-                 an id. Set consumer.override.group.id to another id, or consumer.override.group.protocol=classic \
-                 to consume with that consumer group.",
-                parsed.group_id
-            ))),
-            Err(e) => {
-                // The broker could not say (some test brokers lack the API): go on, but say so.
-                tracing::warn!(group = parsed.group_id, error = format!("{e:#}"), "could not check the share group id");
-                Ok(())
-            }
-        }
     }
 
     /// A changed config: when only `tasks.max` changed, tasks are added or

@@ -5,6 +5,7 @@ use super::group::task_count;
 use super::{HerderLoop, not_found};
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::connector::{ConnectorConfig, PluginPick, VersionRange};
+use crate::herder::config_check::ConfigCheck;
 use crate::herder::offsets::{OffsetsChange, OffsetsTarget};
 use crate::herder::plugins::plugin_info;
 use crate::herder::store::{connector_key, task_key};
@@ -211,22 +212,16 @@ impl HerderLoop {
         Ok((true, info))
     }
 
-    /// `PUT /connector-plugins/{plugin}/config/validate`: a plugin that is
-    /// not installed at all is a bad request, as in Connect, not a config
-    /// with one wrong value.
-    pub async fn validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigInfos> {
+    /// `PUT /connector-plugins/{plugin}/config/validate`, to check off the
+    /// loop: a plugin that is not installed at all is a bad request, as in
+    /// Connect, not a config with one wrong value.
+    pub fn prepare_validate(&self, plugin: String, config: ConfigMap) -> HerderResult<ConfigCheck> {
         if let Err(refusal) = self.plugins.resolve(&plugin, &PluginPick::of(&config))
             && refusal.key == "connector.class"
         {
             return Err(HerderError::BadRequest(refusal.message));
         }
-        Ok(self.validate_config(plugin, config).await)
-    }
-
-    /// Every problem of `config` for `plugin`, a missing plugin included.
-    pub(super) async fn validate_config(&self, plugin: String, config: ConfigMap) -> ConfigInfos {
-        let resolved = self.plugins.resolve(&plugin, &PluginPick::of(&config));
-        validate::validate(&self.worker.runtime, &plugin, resolved, &config, &self.config.defaults).await
+        self.config_check(Some(plugin), config, None)
     }
 
     /// Where a connector's offsets live: its classic group's committed
