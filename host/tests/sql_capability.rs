@@ -375,6 +375,34 @@ async fn opening_fails_clearly_and_keeps_the_password() {
     assert!(err.is_retriable(), "{err:?}");
 }
 
+/// `pool.size` bounds the instance, not one handle: every database the
+/// grant opens shares the grant's one pool, so with `pool.size=1` each
+/// handle's statements run on the same server connection.
+async fn every_open_of_a_grant_shares_its_pool(server: &DbServer, connection_id: &str) {
+    let mut grant = server.grant("db");
+    grant.push(("plugin.grant.sql.db.pool.size".into(), "1".into()));
+    let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    let mut ctx = SqlCtx::new(&grants.sql, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
+    let mut connections = Vec::new();
+    for _ in 0..4 {
+        let db = ctx.open("db".into()).await.unwrap().unwrap_or_else(|e| panic!("open: {e:?}"));
+        let rows = ctx.query(Resource::new_borrow(db.rep()), connection_id.into(), vec![]).await.unwrap().unwrap();
+        connections.push(format!("{:?}", rows.rows[0][0]));
+    }
+    assert_eq!(connections.len(), 4);
+    assert!(connections.iter().all(|c| c == &connections[0]), "the handles ran on connections {connections:?}");
+}
+
+#[tokio::test]
+async fn every_open_of_a_grant_shares_its_pool_on_postgres() {
+    every_open_of_a_grant_shares_its_pool(postgres(), "SELECT pg_backend_pid()").await;
+}
+
+#[tokio::test]
+async fn every_open_of_a_grant_shares_its_pool_on_mariadb() {
+    every_open_of_a_grant_shares_its_pool(mariadb(), "SELECT CONNECTION_ID()").await;
+}
+
 #[test]
 fn a_sqlite_file_outside_the_granted_directories_is_refused() {
     let err = Grants::from_config([("plugin.grant.sql.db.url", "sqlite:///etc/app.db")]).unwrap_err().to_string();

@@ -87,6 +87,10 @@ type Work<A, T> = for<'t> fn(&'t Pool, &'t mut Tx, &'t A) -> BoxFuture<'t, Resul
 /// The capability's state in one plugin instance.
 pub struct SqlCtx {
     grants: BTreeMap<String, SqlGrant>,
+    /// One pool per grant, made at its first `open`: every database opened
+    /// by the grant shares it, so `pool.size` bounds the instance, not one
+    /// handle. Its connections close when the instance ends.
+    pools: BTreeMap<String, Pool>,
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
@@ -94,7 +98,7 @@ pub struct SqlCtx {
 
 impl SqlCtx {
     pub fn new(grants: &BTreeMap<String, SqlGrant>, budget: CallBudget, metrics: Arc<CapabilityMetrics>) -> Self {
-        SqlCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics }
+        SqlCtx { grants: grants.clone(), pools: BTreeMap::new(), table: ResourceTable::new(), budget, metrics }
     }
 
     /// Runs one operation on an open database under its grant's policy, in
@@ -242,6 +246,23 @@ pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyho
     Ok(())
 }
 
+/// The instance has ended: its pools close their connections gracefully,
+/// in the background.
+impl Drop for SqlCtx {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        for pool in std::mem::take(&mut self.pools).into_values() {
+            runtime.spawn(async move {
+                match pool {
+                    Pool::Postgres(p) => p.close().await,
+                    Pool::MySql(p) => p.close().await,
+                    Pool::Sqlite(p) => p.close().await,
+                }
+            });
+        }
+    }
+}
+
 impl Host for SqlCtx {}
 
 impl HostDatabase for SqlCtx {
@@ -253,9 +274,12 @@ impl HostDatabase for SqlCtx {
                 if names.is_empty() { "none".to_string() } else { names.join(", ") }
             ))));
         };
-        let pool = match granted.pool() {
-            Ok(pool) => pool,
-            Err(e) => return Ok(Err(Error::fatal(format!("opening sql grant '{grant}': {e:#}")))),
+        let pool = match self.pools.get(&grant) {
+            Some(pool) => pool.clone(),
+            None => match granted.pool() {
+                Ok(pool) => self.pools.entry(grant.clone()).or_insert(pool).clone(),
+                Err(e) => return Ok(Err(Error::fatal(format!("opening sql grant '{grant}': {e:#}")))),
+            },
         };
         // Connect once, so that a database that is down or refuses the
         // credentials fails the task at start with a clear message.
@@ -373,15 +397,8 @@ impl HostDatabase for SqlCtx {
     }
 
     async fn drop(&mut self, database: Resource<OpenDatabase>) -> wasmtime::Result<()> {
-        let open = self.table.delete(database)?;
-        // Close the connections in the background: the plugin does not wait.
-        tokio::spawn(async move {
-            match open.pool {
-                Pool::Postgres(p) => p.close().await,
-                Pool::MySql(p) => p.close().await,
-                Pool::Sqlite(p) => p.close().await,
-            }
-        });
+        // The grant's pool stays for the instance's other handles.
+        self.table.delete(database)?;
         Ok(())
     }
 }
