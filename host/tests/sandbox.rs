@@ -8,7 +8,8 @@ use spillway::runtime::batch::{FlushScope, Header, Outcome, SinkRecord, TaskErro
 use spillway::runtime::{Limits, Plugin, PluginError, PluginInstance, Runtime};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -202,6 +203,42 @@ async fn assert_runtime_still_serves() {
     let mut healthy = misbehave("accept", &[], &Grants::default()).await;
     let report = healthy.put(&[record(0), record(1)]).await.unwrap();
     assert!(report.outcomes.iter().all(|o| matches!(o, Outcome::Accept)));
+}
+
+/// Counts the events of the plugins' log target.
+struct PluginLines(Arc<AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PluginLines {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == "spillway::plugin" {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A plugin that writes 10,000 lines in one call gets no more than the log
+/// budget's rate to the worker's log (its stderr and its log capability
+/// share one budget), and its call still succeeds.
+#[tokio::test]
+async fn a_plugin_flooding_its_log_is_held_to_the_rate() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let lines = Arc::new(AtomicUsize::new(0));
+    let _counting = tracing::subscriber::set_default(tracing_subscriber::registry().with(PluginLines(lines.clone())));
+    let mut instance = misbehave("log-flood", &[], &Grants::default()).await;
+    let began = std::time::Instant::now();
+    let report = instance.put(&[record(0)]).await.unwrap();
+    let seconds = began.elapsed().as_secs_f64();
+    assert!(matches!(report.outcomes[..], [Outcome::Accept]), "{report:?}");
+    // A full bucket, what refilled while the call ran, and a line a second
+    // that says how many were dropped.
+    let rate = spillway::capabilities::log::LINES_PER_SECOND as f64;
+    let most = (rate + (seconds * rate).ceil() + seconds.ceil()) as usize + 1;
+    let written = lines.load(Ordering::Relaxed);
+    assert!(written <= most, "{written} of 10,000 lines reached the log in {seconds:.2} s; the budget allows {most}");
+    assert!(
+        written >= spillway::capabilities::log::LINES_PER_SECOND as usize,
+        "{written} lines: the first ones belong"
+    );
 }
 
 #[tokio::test]

@@ -30,12 +30,14 @@ impl PluginState {
         memory_bytes: usize,
         metrics: Arc<CapabilityMetrics>,
     ) -> Result<Self> {
-        let stderr = OutputTail::new(name);
         let budget = CallBudget::default();
+        let capabilities = Contexts::new(name, grants, &budget, &metrics);
+        // One log budget for the instance: its log lines and stderr alike.
+        let stderr = OutputTail::new(name, capabilities.log.budget().clone());
         Ok(PluginState {
             wasi: wasi::sandbox(&grants.wasi, &stderr)?,
             wasi_table: ResourceTable::new(),
-            capabilities: Contexts::new(name, grants, &budget, &metrics),
+            capabilities,
             limiter: MemoryLimiter::new(memory_bytes),
             budget,
             stderr,

@@ -6,6 +6,7 @@
 //! | `accept` | accepts everything |
 //! | `hold` | holds everything; a flush accepts what it holds |
 //! | `accept-slowly` | sleeps `delay.ms` (a WASI call), then accepts everything |
+//! | `log-flood` | writes 10,000 lines to stderr, then accepts everything |
 //! | `panic`, `trap` | panics / executes `unreachable` |
 //! | `loop` | never returns |
 //! | `oom` | allocates until memory runs out |
@@ -156,6 +157,12 @@ impl Misbehave {
             "accept-slowly" => {
                 let ms = self.config.get("delay.ms").and_then(|v| v.parse().ok()).unwrap_or(50);
                 std::thread::sleep(std::time::Duration::from_millis(ms));
+                Ok(PutReport::accept_all(batch.len()))
+            }
+            "log-flood" => {
+                for i in 0..10_000 {
+                    eprintln!("flood {i}: {}", "x".repeat(100));
+                }
                 Ok(PutReport::accept_all(batch.len()))
             }
             "panic" => panic!("misbehave panicked on purpose"),

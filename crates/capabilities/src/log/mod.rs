@@ -1,6 +1,11 @@
 //! `spillway:log`: plugin log lines into `tracing`, under the target
 //! `spillway::plugin` with the connector and task as a field. Always linked:
-//! it reaches nothing outside the host.
+//! it reaches nothing outside the host. Bounded by the instance's
+//! [`LogBudget`], which its stderr shares.
+
+mod budget;
+
+pub use budget::{BYTES_PER_SECOND, LINE_MAX_BYTES, LINES_PER_SECOND, LogBudget, emit};
 
 use crate::{Capability, ContextsView};
 use std::sync::Arc;
@@ -24,11 +29,17 @@ use bindings::spillway::log::log::{Host, Level};
 /// The log capability's state: whose lines these are.
 pub struct LogCtx {
     task: Arc<str>,
+    budget: LogBudget,
 }
 
 impl LogCtx {
     pub fn new(task: &str) -> Self {
-        LogCtx { task: task.into() }
+        LogCtx { task: task.into(), budget: LogBudget::default() }
+    }
+
+    /// The instance's log budget, for its stderr to share.
+    pub fn budget(&self) -> &LogBudget {
+        &self.budget
     }
 }
 
@@ -59,13 +70,16 @@ impl Host for LogCtx {
     }
 
     fn log(&mut self, level: Level, message: String) {
+        if !self.enabled(level) {
+            return; // costs no budget
+        }
         let task = &*self.task;
-        match level {
+        emit(&self.budget, task, &message, |message| match level {
             Level::Trace => tracing::trace!(target: "spillway::plugin", task, "{message}"),
             Level::Debug => tracing::debug!(target: "spillway::plugin", task, "{message}"),
             Level::Info => tracing::info!(target: "spillway::plugin", task, "{message}"),
             Level::Warn => tracing::warn!(target: "spillway::plugin", task, "{message}"),
             Level::Error => tracing::error!(target: "spillway::plugin", task, "{message}"),
-        }
+        });
     }
 }

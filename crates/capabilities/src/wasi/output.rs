@@ -1,7 +1,8 @@
-//! A plugin's stderr: each line goes to `tracing` at WARN, and the last few
-//! kilobytes are kept, so that a task that fails on a panic reports the
-//! panic's message.
+//! A plugin's stderr: each line goes to `tracing` at WARN, within the
+//! instance's log budget, and the last few kilobytes are kept, so that a
+//! task that fails on a panic reports the panic's message.
 
+use crate::log::{LogBudget, emit};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -13,11 +14,14 @@ const TAIL_BYTES: usize = 4096;
 pub struct OutputTail {
     task: Arc<str>,
     tail: Arc<Mutex<Vec<u8>>>,
+    /// The line being written: a guest may write one line in pieces.
+    partial: Arc<Mutex<Vec<u8>>>,
+    budget: LogBudget,
 }
 
 impl OutputTail {
-    pub fn new(task: &str) -> Self {
-        OutputTail { task: task.into(), tail: Arc::default() }
+    pub fn new(task: &str, budget: LogBudget) -> Self {
+        OutputTail { task: task.into(), tail: Arc::default(), partial: Arc::default(), budget }
     }
 
     /// The last lines written, as text.
@@ -50,9 +54,31 @@ impl Pollable for OutputTail {
 
 impl OutputStream for OutputTail {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
-            tracing::warn!(target: "spillway::plugin", task = &*self.task, "stderr: {line}");
+        let task = &*self.task;
+        let mut partial = self.partial.lock().unwrap();
+        partial.extend_from_slice(&bytes);
+        // Each whole line, and an unended one once it is longer than a line
+        // may be.
+        while let Some(end) = partial
+            .iter()
+            .position(|b| *b == b'\n')
+            .or_else(|| (partial.len() > crate::log::LINE_MAX_BYTES).then_some(crate::log::LINE_MAX_BYTES))
+        {
+            let line: Vec<u8> = partial.drain(..end).collect();
+            if partial.first() == Some(&b'\n') {
+                partial.remove(0);
+            }
+            let line = String::from_utf8_lossy(&line);
+            if !line.trim().is_empty() {
+                emit(
+                    &self.budget,
+                    task,
+                    &line,
+                    |line| tracing::warn!(target: "spillway::plugin", task, "stderr: {line}"),
+                );
+            }
         }
+        drop(partial);
         let mut tail = self.tail.lock().unwrap();
         tail.extend_from_slice(&bytes);
         let excess = tail.len().saturating_sub(TAIL_BYTES);
