@@ -35,7 +35,15 @@ impl MemoryLimiter {
 }
 
 /// Tables hold function references; a million is far beyond any real plugin.
-const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+
+/// Tables per instance: a component has a few per core module; a thousand is
+/// far beyond any real plugin.
+pub const MAX_TABLES: usize = 1000;
+
+/// What one table element costs the host: a function reference, a pointer.
+/// Tables count against the memory budget at this price.
+const TABLE_ELEMENT_BYTES: usize = 8;
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -49,7 +57,43 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        // Charged as memory: the budget is the instance's, whatever holds it.
+        let (current, desired) = (current * TABLE_ELEMENT_BYTES, desired * TABLE_ELEMENT_BYTES);
+        let total = self.current_bytes - current.min(self.current_bytes) + desired;
+        if total > self.max_bytes {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        self.current_bytes = total;
+        Ok(true)
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_count_against_the_memory_budget() {
+        let mut limiter = MemoryLimiter::new(4 << 20);
+        assert!(limiter.memory_growing(0, 3 << 20, None).unwrap());
+        // 200,000 elements are 1.6 MB: over what the memory left.
+        assert!(!limiter.table_growing(0, 200_000, None).unwrap());
+        assert!(limiter.exceeded);
+        assert!(limiter.table_growing(0, 100_000, None).unwrap());
+        assert_eq!(limiter.current_bytes, (3 << 20) + 800_000);
+        // Growing that table charges only the difference.
+        assert!(limiter.table_growing(100_000, 120_000, None).unwrap());
+        assert_eq!(limiter.current_bytes, (3 << 20) + 960_000);
+        assert!(!limiter.table_growing(0, MAX_TABLE_ELEMENTS + 1, None).unwrap());
+        assert_eq!(limiter.tables(), MAX_TABLES);
     }
 }
