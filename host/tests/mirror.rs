@@ -688,17 +688,20 @@ async fn produce_with_task_0_given_some(
     topic: &str,
     total: usize,
 ) -> BTreeMap<i32, Vec<String>> {
+    const ROUND: usize = 10;
     let mut expected: BTreeMap<i32, Vec<String>> = BTreeMap::new();
     let mut produced = 0;
     let deadline = Instant::now() + PATIENCE;
     while task_metric(worker, "spillway_records_put_total", connector, 0).await == 0 {
         assert!(Instant::now() < deadline, "task 0 of {connector} was never given a record");
-        assert!(produced + 30 <= total / 2, "task 0 of {connector} had no record of the first {produced}");
-        for (partition, keys) in produce_keyed(bootstrap, topic, topic, produced..produced + 30).await {
+        // Small rounds a second apart: the group's first rebalance may
+        // take a few heartbeats (3 s each), more on a loaded machine.
+        assert!(produced + ROUND <= total / 2, "task 0 of {connector} had no record of the first {produced}");
+        for (partition, keys) in produce_keyed(bootstrap, topic, topic, produced..produced + ROUND).await {
             expected.entry(partition).or_default().extend(keys);
         }
-        produced += 30;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        produced += ROUND;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     for (partition, keys) in produce_keyed(bootstrap, topic, topic, produced..total).await {
         expected.entry(partition).or_default().extend(keys);
