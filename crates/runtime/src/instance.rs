@@ -107,7 +107,8 @@ impl PluginInstance {
         !self.poisoned
     }
 
-    /// Bytes of linear memory the instance holds now.
+    /// Bytes the instance holds now against its memory budget: linear
+    /// memories and tables.
     pub fn memory_bytes(&self) -> usize {
         self.store.data().limiter.current_bytes
     }

@@ -256,6 +256,9 @@ pub const PLUGIN_VALIDATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The plugin's own checks, in a throwaway instance with no grants.
 async fn plugin_validate(runtime: &Runtime, plugin: &Plugin, config: &ConfigMap) -> Vec<(String, String)> {
     let pairs: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    // Waiting for a turn is not the plugin's time. Declared first, the turn
+    // is given back last, after the probe is gone.
+    let _turn = runtime.validation_turn().await;
     let result = async {
         let mut probe = runtime.validation_probe(plugin).await?;
         probe.validate(&pairs).await.map_err(anyhow::Error::from)
