@@ -1525,6 +1525,58 @@ async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
     host.shutdown().await;
 }
 
+/// A config is checked off the herder's loop, so what it was checked
+/// against may change before it is stored: the plugin (a new build
+/// installed) or the connector (created by another request). Either way the
+/// request is refused with 409, saying so, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_whose_plugin_or_connector_changed_while_checked_is_refused() {
+    let env = env();
+    let plugins = env.dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(plugin_dir().join("misbehave.wasm"), plugins.join("misbehave.wasm")).unwrap();
+    let host = Host::start(&env.bootstrap, &env.dir.path().join("state.json"), &plugins).await;
+    let topic = env.topic("raced", 1);
+    let slow = |name: &str| config("misbehave", &topic, 1, &[("name", name), ("validate.sleep.ms", "6000")]);
+    let send = |method: Method, path: String, body: Value| {
+        let request = host.http.request(method, format!("{}{path}", host.url)).json(&body);
+        tokio::spawn(async move { read(request.send().await.expect("request")).await })
+    };
+
+    // A new build of the plugin, installed while the create's config is
+    // checked (compiled beforehand, so that installing it is quick).
+    let v2 =
+        std::fs::read(repo().join("target/plugins-extra/misbehave-0.2.0.wasm")).expect("run scripts/build-plugins.sh");
+    Runtime::new(&cache_dir()).unwrap().load(v2.clone()).await.unwrap();
+    let create = send(Method::POST, "/connectors".into(), json!({"name": "raced", "config": slow("raced")}));
+    let upload = host.http.put(format!("{}/connector-plugins/misbehave", host.url)).body(v2);
+    let (status, info) = read(upload.header("content-type", "application/octet-stream").send().await.unwrap()).await;
+    assert_eq!(status, 201, "{info}");
+    assert!(!create.is_finished(), "the create's check ended before the upload: the race was not run");
+    let (status, body) = create.await.unwrap();
+    let message = assert_error(status, &body, 409);
+    assert!(message.contains("Plugin misbehave changed while this config was checked"), "{message}");
+    assert_eq!(host.get("/connectors").await, (200, json!([])));
+
+    // The connector, created by another request while a put's config is checked.
+    let put = send(Method::PUT, "/connectors/raced/config".into(), slow("raced"));
+    let (status, body) = host
+        .call(
+            Method::POST,
+            "/connectors",
+            Some(json!({"name": "raced", "config": config("misbehave", &topic, 1, &[])})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert!(!put.is_finished(), "the put's check ended before the create: the race was not run");
+    let (status, body) = put.await.unwrap();
+    let message = assert_error(status, &body, 409);
+    assert!(message.contains("Connector raced changed while this config for it was checked"), "{message}");
+    let (_, stored) = host.get("/connectors/raced/config").await;
+    assert_eq!(stored.get("validate.sleep.ms"), None, "the raced put was stored: {stored}");
+    host.shutdown().await;
+}
+
 /// A config of more keys than a connector may have is refused whole, by
 /// create, update and validate alike, before any key is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,6 +31,14 @@ pub struct ConfigCheck {
     pub(super) previous: Option<ConfigMap>,
 }
 
+/// A checked config, with what it was checked against: the config it
+/// replaces (none for a new connector) and the plugin build it picked.
+pub struct Checked {
+    pub config: ConfigMap,
+    pub previous: Option<ConfigMap>,
+    pub plugin_digest: Option<String>,
+}
+
 impl ConfigCheck {
     /// Connect's validation answer: every key's value and errors.
     pub async fn infos(&self) -> ConfigInfos {
@@ -64,9 +72,10 @@ impl ConfigCheck {
         self.check_share_group_id().await
     }
 
-    /// The config, checked, and the one it replaces.
-    pub fn into_configs(self) -> (ConfigMap, Option<ConfigMap>) {
-        (self.config, self.previous)
+    /// What was checked, for the loop to store if nothing it was checked
+    /// against has changed since.
+    pub fn into_checked(self) -> Checked {
+        Checked { config: self.config, previous: self.previous, plugin_digest: self.plugin.ok().map(|p| p.digest) }
     }
 
     /// KIP-1302: a share group id must not match an existing consumer

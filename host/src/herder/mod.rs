@@ -234,8 +234,8 @@ impl Herder {
     ) -> HerderResult<ConnectorInfo> {
         let check = self.ask(move |w| Box::pin(async move { w.prepare_create(name, config) })).await?;
         check.admit().await?;
-        let (config, _) = check.into_configs();
-        self.ask(move |w| Box::pin(w.commit_create(config, initial_state))).await
+        let checked = check.into_checked();
+        self.ask(move |w| Box::pin(w.commit_create(checked, initial_state))).await
     }
 
     /// `PUT /connectors/{name}/config`: creates or replaces; true if created.
@@ -257,8 +257,8 @@ impl Herder {
     /// Checks a put's config off the main loop, then applies it on it.
     async fn commit_put(&self, check: ConfigCheck) -> HerderResult<(bool, ConnectorInfo)> {
         check.admit().await?;
-        let (config, previous) = check.into_configs();
-        self.ask(move |w| Box::pin(w.commit_put(config, previous))).await
+        let checked = check.into_checked();
+        self.ask(move |w| Box::pin(w.commit_put(checked))).await
     }
 
     pub async fn info(&self, name: String) -> HerderResult<ConnectorInfo> {

@@ -30,7 +30,8 @@
 //! with `record.version=true` each line also names the plugin version that
 //! wrote it (`<key>\t<delivery count>\t<version>`).
 //!
-//! `validate.mode=loop` makes `validate` never return.
+//! `validate.mode=loop` makes `validate` never return; `validate.sleep.ms=N`
+//! makes it sleep N ms, then pass.
 //!
 //! For hot-swap tests, the build's version can be set when it is compiled
 //! (`MISBEHAVE_VERSION=0.2.0`), and `fail.start.version=V` makes `start`
@@ -61,8 +62,12 @@ impl Sink for Misbehave {
         PluginMetadata::new("misbehave", VERSION, "Misbehaves on purpose, for tests.")
     }
 
-    /// `validate.mode=loop` never returns, for the herder's tests.
+    /// `validate.mode=loop` never returns, `validate.sleep.ms` takes its
+    /// time, for the herder's tests.
     fn validate(config: &Config) -> Vec<ConfigError> {
+        if let Some(ms) = config.get("validate.sleep.ms").and_then(|ms| ms.parse().ok()) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         if config.get("validate.mode") == Some("loop") {
             let mut n = 0u64;
             loop {

@@ -3,7 +3,7 @@
 
 use super::{HerderLoop, check_name};
 use crate::connector::{PluginPick, check_key_count};
-use crate::herder::config_check::ConfigCheck;
+use crate::herder::config_check::{Checked, ConfigCheck};
 use crate::herder::store::StoredConnector;
 use crate::herder::types::*;
 use crate::herder::validate;
@@ -25,16 +25,18 @@ impl HerderLoop {
     }
 
     /// Second half: stores the checked config and starts the connector,
-    /// unless another request created it meanwhile.
+    /// unless another request created it or the plugin changed meanwhile.
     pub async fn commit_create(
         &mut self,
-        config: ConfigMap,
+        checked: Checked,
         initial_state: Option<TargetState>,
     ) -> HerderResult<ConnectorInfo> {
-        let name = config.get("name").cloned().unwrap_or_default();
+        let name = checked.config.get("name").cloned().unwrap_or_default();
         if self.worker.connectors.contains_key(&name) {
             return Err(HerderError::Conflict(format!("Connector {name} already exists")));
         }
+        self.check_same_plugin(&checked)?;
+        let config = checked.config;
         let target = initial_state.unwrap_or(TargetState::Started);
         let stored = StoredConnector { config: config.clone(), target_state: target };
         self.save_change(|s| {
@@ -43,6 +45,17 @@ impl HerderLoop {
         .await?;
         self.add_connector(&name, config, target);
         self.info(&name)
+    }
+
+    /// 409 if the plugin the config picks is not the build it was checked
+    /// with: a plugin installed or removed while it was checked.
+    fn check_same_plugin(&self, checked: &Checked) -> HerderResult<()> {
+        let now = self.plugin_of(&checked.config).map(|p| &p.digest);
+        if now == checked.plugin_digest.as_ref() {
+            return Ok(());
+        }
+        let class = checked.config.get("connector.class").map(String::as_str).unwrap_or_default();
+        Err(HerderError::Conflict(format!("Plugin {class} changed while this config was checked; send it again")))
     }
 
     pub(super) fn add_connector(&mut self, name: &str, config: ConfigMap, target: TargetState) {
@@ -94,20 +107,21 @@ impl HerderLoop {
     }
 
     /// Second half of a put or patch: stores the checked config and applies
-    /// it, if the config it replaces is still the one that was checked
-    /// against; true if it created the connector.
-    pub async fn commit_put(
-        &mut self,
-        config: ConfigMap,
-        previous: Option<ConfigMap>,
-    ) -> HerderResult<(bool, ConnectorInfo)> {
-        let Some(previous) = previous else { return Ok((true, self.commit_create(config, None).await?)) };
-        let name = config.get("name").cloned().unwrap_or_default();
-        if self.worker.connectors.get(&name).map(|c| &c.raw) != Some(&previous) {
+    /// it, if the config it replaces (none, for a new connector) and the
+    /// plugin are still those it was checked against; true if it created the
+    /// connector.
+    pub async fn commit_put(&mut self, checked: Checked) -> HerderResult<(bool, ConnectorInfo)> {
+        let name = checked.config.get("name").cloned().unwrap_or_default();
+        if self.worker.connectors.get(&name).map(|c| &c.raw) != checked.previous.as_ref() {
             return Err(HerderError::Conflict(format!(
                 "Connector {name} changed while this config for it was checked; send it again"
             )));
         }
+        if checked.previous.is_none() {
+            return Ok((true, self.commit_create(checked, None).await?));
+        }
+        self.check_same_plugin(&checked)?;
+        let config = checked.config;
         self.save_change(|s| {
             if let Some(stored) = s.connectors.get_mut(&name) {
                 stored.config = config.clone();
