@@ -7,7 +7,7 @@ mod support;
 
 use base64::Engine;
 use serde_json::json;
-use spillway::capabilities::sql::bindings::spillway::sql::databases::{Dialect, Value};
+use spillway::capabilities::sql::bindings::spillway::sql::databases::Value;
 use spillway::herder::{ConfigMap, Herder, State};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -207,24 +207,12 @@ async fn schemad_records_of_every_type_become_one_row_each(target: Target) {
     herder.shutdown().await.unwrap();
 }
 
+/// The table's columns (name, type, nullable), as the capability's
+/// catalogue reads them: a plugin's own statements may not read the
+/// database's catalogue.
 async fn describe(reader: &mut Reader, table: &str) -> Vec<(String, String, bool)> {
-    let sql = match reader.dialect {
-        Dialect::Postgres => format!(
-            "SELECT column_name::text, data_type::text, is_nullable = 'YES' FROM information_schema.columns \
-             WHERE table_name = '{table}' ORDER BY ordinal_position"
-        ),
-        Dialect::Mysql => format!(
-            "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE = 'YES' FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"
-        ),
-        Dialect::Sqlite => format!("SELECT name, type, \"notnull\" = 0 FROM pragma_table_info('{table}')"),
-    };
-    reader
-        .query(&sql)
-        .await
-        .iter()
-        .map(|r| (canonical(&r[0]), canonical(&r[1]).to_lowercase(), canonical(&r[2]) == "1"))
-        .collect()
+    let columns = reader.describe(table).await.unwrap_or_else(|| panic!("no table {table}"));
+    columns.into_iter().map(|c| (c.name, c.data_type, c.nullable)).collect()
 }
 
 // -- Plain JSON, upserts by key, deletes, evolution, redelivery -----------

@@ -109,7 +109,7 @@ pub struct Reader {
     pub dialect: Dialect,
 }
 
-use spillway::capabilities::sql::bindings::spillway::sql::databases::{Dialect, HostDatabase, Value};
+use spillway::capabilities::sql::bindings::spillway::sql::databases::{Column, Dialect, HostDatabase, Value};
 
 impl Reader {
     pub async fn open(grant: &[(String, String)]) -> Reader {
@@ -140,6 +140,12 @@ impl Reader {
     pub async fn execute(&mut self, sql: &str) {
         let db = wasmtime::component::Resource::new_borrow(self.rep);
         self.ctx.execute(db, sql.to_string(), vec![]).await.unwrap().unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
+    /// The table's columns, or none while it does not exist.
+    pub async fn describe(&mut self, table: &str) -> Option<Vec<Column>> {
+        let db = wasmtime::component::Resource::new_borrow(self.rep);
+        self.ctx.describe_table(db, table.to_string()).await.unwrap().unwrap_or_else(|e| panic!("{table}: {e:?}"))
     }
 
     /// Rows in the table, or none while it does not exist.

@@ -205,7 +205,6 @@ impl SqlGrant {
 }
 
 impl Pool {
-    #[cfg(test)]
     pub fn dialect_name(&self) -> &'static str {
         match self {
             Pool::Postgres(_) => "PostgreSQL",
