@@ -408,3 +408,28 @@ fn a_sqlite_file_outside_the_granted_directories_is_refused() {
     let err = Grants::from_config([("plugin.grant.sql.db.url", "sqlite:///etc/app.db")]).unwrap_err().to_string();
     assert!(err.contains("not under a directory granted"), "{err}");
 }
+
+/// A query returns at most `MAX_RETURN_BYTES` of rows: past it, the query is
+/// refused as it reads, not held whole in the host first.
+#[tokio::test]
+async fn a_query_returning_more_than_a_call_may_is_refused() {
+    use spillway::capabilities::op::MAX_RETURN_BYTES;
+    let mut db = Db::sqlite().await;
+    let name = table("wide");
+    db.execute(&format!("CREATE TABLE {name} (id INTEGER PRIMARY KEY, doc TEXT)"), vec![]).await.unwrap();
+    let row_bytes = 4 << 20;
+    // Together just past the bound (each value counts a little more than its text).
+    let rows = MAX_RETURN_BYTES / row_bytes;
+    for id in 0..rows {
+        let doc = Value::Text("x".repeat(row_bytes));
+        db.execute(&format!("INSERT INTO {name} (id, doc) VALUES (?, ?)"), vec![Value::Int(id as i64), doc])
+            .await
+            .unwrap();
+    }
+    let h = db.handle();
+    let err = db.ctx.query(h, format!("SELECT doc FROM {name}"), vec![]).await.unwrap().unwrap_err();
+    assert!(err.message().contains("read them in pages"), "{err:?}");
+    // All but one row fit.
+    let fit = db.query(&format!("SELECT doc FROM {name} WHERE id < ?"), vec![Value::Int(rows as i64 - 1)]).await;
+    assert_eq!(fit.len(), rows - 1);
+}

@@ -19,7 +19,7 @@ pub use source::TaskScope;
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
-use super::pending::Pending;
+use super::pending::{Pending, room};
 use super::{Capability, ContextsView, GrantKind};
 use bindings::spillway::kafka::producer::{
     Delivered, Delivery, GroupOffset, Host as ProducerHost, HostCluster, HostPendingSend, OffsetSync, OutputRecord,
@@ -29,6 +29,7 @@ use spillway_kafka::target::{SendError, TargetCluster, TargetRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use syncs::{SourceIndex, SyncWriter};
+use tokio::sync::Semaphore;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 pub const PACKAGE: &str = "spillway:kafka";
@@ -91,7 +92,13 @@ pub struct KafkaCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
+    /// Room for sends going on in the host ([`SENDS_IN_FLIGHT`]).
+    sends: Arc<Semaphore>,
 }
+
+/// Sends one instance may have going on at once (`begin-send`): each holds
+/// its records in the host until the cluster acknowledges them.
+pub const SENDS_IN_FLIGHT: usize = 4;
 
 impl KafkaCtx {
     pub fn new(
@@ -109,6 +116,7 @@ impl KafkaCtx {
             table: ResourceTable::new(),
             budget,
             metrics,
+            sends: Arc::new(Semaphore::new(SENDS_IN_FLIGHT)),
         }
     }
 
@@ -317,10 +325,19 @@ impl HostCluster for KafkaCtx {
         if let Err(refused) = self.writable(records.iter().map(|r| r.topic.as_str())) {
             return Ok(Err(refused));
         }
+        let permit = match room(&self.sends, &self.budget, SENDS_IN_FLIGHT, "sends").await {
+            Ok(permit) => permit,
+            Err(e) => return Ok(Err(e)),
+        };
         // Outside the plugin call: the grant's own timeout bounds it.
         let until = tokio::time::Instant::now() + cluster.grant.policy.timeout;
         let sources = self.index.lookup(&records);
-        let task = tokio::spawn(send(cluster, records, sources, until, self.metrics.clone()));
+        let metrics = self.metrics.clone();
+        let task = tokio::spawn(async move {
+            let sent = send(cluster, records, sources, until, metrics).await;
+            drop(permit);
+            sent
+        });
         Ok(Ok(self.table.push(Pending::new(task))?))
     }
 

@@ -16,6 +16,7 @@ pub use grant::{Location, ObjectStoreGrant};
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use super::pending::room;
 use super::{Capability, ContextsView, GrantKind};
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -77,7 +78,14 @@ pub struct ObjectStoreCtx {
     metrics: Arc<CapabilityMetrics>,
     /// Room for writes going on in the host ([`WRITES_IN_FLIGHT`]).
     writes: Arc<tokio::sync::Semaphore>,
+    /// Room for open multipart uploads ([`UPLOADS_OPEN`]).
+    uploads: Arc<tokio::sync::Semaphore>,
 }
+
+/// Multipart uploads one instance may hold open at once: each holds the
+/// store's upload (and S3 bills for its parts) until it is completed or
+/// aborted, and a plugin that forgets to would pile them up.
+pub const UPLOADS_OPEN: usize = 16;
 
 impl ObjectStoreCtx {
     pub fn new(
@@ -86,7 +94,8 @@ impl ObjectStoreCtx {
         metrics: Arc<CapabilityMetrics>,
     ) -> Self {
         let writes = Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT));
-        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics, writes }
+        let uploads = Arc::new(tokio::sync::Semaphore::new(UPLOADS_OPEN));
+        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics, writes, uploads }
     }
 
     /// Runs one operation under `policy`: timeout, retries, metrics. The
@@ -229,19 +238,10 @@ impl HostBucket for ObjectStoreCtx {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
         let open = self.table.get(&bucket)?;
         let (store, policy) = (open.store.clone(), open.policy.clone());
-        // Room for one more write, waited for inside the call's time.
-        let room = self.writes.clone().acquire_owned();
-        let permit = match self.budget.until() {
-            Some(until) => match tokio::time::timeout_at(until, room).await {
-                Ok(permit) => permit,
-                Err(_) => {
-                    let message = format!("{WRITES_IN_FLIGHT} writes are still going on at the end of the plugin call");
-                    return Ok(Err(Error::retriable(message)));
-                }
-            },
-            None => room.await,
-        }
-        .expect("the semaphore is never closed");
+        let permit = match room(&self.writes, &self.budget, WRITES_IN_FLIGHT, "writes").await {
+            Ok(permit) => permit,
+            Err(e) => return Ok(Err(e)),
+        };
         let (metrics, bytes, payload) = (self.metrics.clone(), data.len() as u64, PutPayload::from(data));
         // Outside any plugin call: the grant's own timeout bounds it.
         let task = tokio::spawn(async move {
@@ -263,6 +263,12 @@ impl HostBucket for ObjectStoreCtx {
         path: String,
     ) -> wasmtime::Result<Result<Resource<OpenUpload>, Error>> {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        // Not waited for: only the plugin can close the uploads it holds.
+        let Ok(slot) = self.uploads.clone().try_acquire_owned() else {
+            let message =
+                format!("{UPLOADS_OPEN} uploads are open already: complete or abort one before starting {path}");
+            return Ok(Err(Error::fatal(message)));
+        };
         let open = self.table.get(&bucket)?;
         let (uploads, policy) = (open.uploads.clone(), open.policy.clone());
         let started = self
@@ -273,7 +279,7 @@ impl HostBucket for ObjectStoreCtx {
             })
             .await;
         Ok(match started {
-            Ok(upload) => Ok(self.table.push(upload)?),
+            Ok(upload) => Ok(self.table.push(upload.holding(slot))?),
             Err(e) => Err(e),
         })
     }
@@ -301,6 +307,11 @@ impl HostBucket for ObjectStoreCtx {
                 let location = location.clone();
                 async move {
                     match store.get(&location).await {
+                        Ok(got) if got.meta.size > op::MAX_RETURN_BYTES as u64 => Err(Error::fatal(format!(
+                            "{location} is {} bytes, more than one get returns ({} bytes)",
+                            got.meta.size,
+                            op::MAX_RETURN_BYTES
+                        ))),
                         Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())).map_err(classify),
                         Err(object_store::Error::NotFound { .. }) => Ok(None),
                         Err(e) => Err(classify(e)),
@@ -643,5 +654,28 @@ mod tests {
         let bytes: u64 =
             ctx.metrics.snapshot().iter().filter(|(k, _)| k.op == "upload-part").map(|(_, s)| s.bytes).sum();
         assert_eq!(bytes, 17 + 6);
+    }
+
+    #[tokio::test]
+    async fn open_uploads_and_the_bytes_a_get_returns_are_bounded() {
+        let memory = Arc::new(InMemory::new());
+        let (mut ctx, bucket) = open_on(memory.clone(), OpPolicy { timeout: Duration::from_secs(5), retries: 0 });
+        let b = || Resource::<OpenBucket>::new_borrow(bucket.rep());
+        let mut open = Vec::new();
+        for n in 0..UPLOADS_OPEN {
+            open.push(ctx.start_upload(b(), format!("u{n}")).await.unwrap().unwrap());
+        }
+        let err = ctx.start_upload(b(), "one-more".into()).await.unwrap().unwrap_err();
+        assert!(matches!(&err, Error::Fatal(m) if m.contains("uploads are open already")), "{err:?}");
+        // An upload the plugin lets go of gives its place back.
+        HostUpload::drop(&mut ctx, open.pop().unwrap()).await.unwrap();
+        assert!(ctx.start_upload(b(), "one-more".into()).await.unwrap().is_ok());
+
+        let big = vec![7u8; op::MAX_RETURN_BYTES + 1];
+        memory.put(&Path::from("big"), big.into()).await.unwrap();
+        let err = ctx.get(b(), "big".into()).await.unwrap().unwrap_err();
+        assert!(matches!(&err, Error::Fatal(m) if m.contains("more than one get returns")), "{err:?}");
+        memory.put(&Path::from("small"), b"x".to_vec().into()).await.unwrap();
+        assert_eq!(ctx.get(b(), "small".into()).await.unwrap().unwrap(), Some(b"x".to_vec()));
     }
 }

@@ -32,6 +32,9 @@ pub struct OpenUpload {
     state: State,
     /// Completed or aborted: nothing more goes to the store.
     finished: bool,
+    /// Its place among the instance's open uploads, given back when the
+    /// resource goes.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 enum State {
@@ -58,7 +61,7 @@ impl Uploads {
             State::Streaming { .. } => OpPolicy { retries: 0, ..policy.clone() },
             State::Resumable { .. } => policy.clone(),
         };
-        Ok(OpenUpload { path: path.to_string(), policy, state, finished: false })
+        Ok(OpenUpload { path: path.to_string(), policy, state, finished: false, slot: None })
     }
 
     /// Aborts the upload `id` that an earlier instance left open.
@@ -75,6 +78,12 @@ impl Uploads {
 }
 
 impl OpenUpload {
+    /// The upload, holding `slot` until it goes.
+    pub(super) fn holding(mut self, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+
     pub(super) fn id(&self) -> &str {
         match &self.state {
             State::Resumable { id, .. } | State::Streaming { id, .. } => id,

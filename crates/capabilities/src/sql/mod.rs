@@ -22,6 +22,7 @@ pub use grant::SqlGrant;
 
 use super::errors::Error;
 use super::op::{self, CallBudget, CapabilityMetrics, OpKey, OpPolicy};
+use super::pending::room;
 use super::{Capability, ContextsView, GrantKind};
 use copy::CopyFailure;
 use failure::Failure;
@@ -29,6 +30,7 @@ use futures::future::BoxFuture;
 use grant::Pool;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 use tx::Tx;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
@@ -94,11 +96,19 @@ pub struct SqlCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
+    /// Room for batches going on in the host ([`BATCHES_IN_FLIGHT`]).
+    batches: Arc<Semaphore>,
 }
+
+/// Batches one instance may have going on at once (`begin-batch`,
+/// `begin-copy-in`), over all its databases: each holds its rows in the
+/// host until it ends.
+pub const BATCHES_IN_FLIGHT: usize = 4;
 
 impl SqlCtx {
     pub fn new(grants: &BTreeMap<String, SqlGrant>, budget: CallBudget, metrics: Arc<CapabilityMetrics>) -> Self {
-        SqlCtx { grants: grants.clone(), pools: BTreeMap::new(), table: ResourceTable::new(), budget, metrics }
+        let batches = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+        SqlCtx { grants: grants.clone(), pools: BTreeMap::new(), table: ResourceTable::new(), budget, metrics, batches }
     }
 
     /// Runs one operation on an open database under its grant's policy, in
@@ -135,6 +145,10 @@ impl SqlCtx {
         input: A,
         work: Work<A, BatchOutcome>,
     ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
+        let permit = match room(&self.batches, &self.budget, BATCHES_IN_FLIGHT, "batches").await {
+            Ok(permit) => permit,
+            Err(e) => return Ok(Err(e)),
+        };
         let open = self.table.get(database)?;
         let (pool, policy, writer) = (open.pool.clone(), open.policy.clone(), open.writer.clone());
         let turn = match writer_turn(&self.budget, writer).await {
@@ -145,7 +159,7 @@ impl SqlCtx {
         let task = tokio::spawn(async move {
             // Outside any plugin call: the grant's own timeout bounds it.
             let result = transact((&metrics, &policy, &CallBudget::default()), &pool, op, alone, &input, work).await;
-            drop(turn);
+            drop((turn, permit));
             result
         });
         Ok(Ok(self.table.push(PendingBatch::new(task))?))
@@ -247,7 +261,9 @@ pub fn add_to_linker<T: ContextsView + 'static>(linker: &mut Linker<T>) -> anyho
 }
 
 /// The instance has ended: its pools close their connections gracefully,
-/// in the background.
+/// in the background. A statement still running (a batch the task stopped
+/// waiting for) keeps its connection until it ends: sqlx's `close` waits
+/// for connections in use and aborts none.
 impl Drop for SqlCtx {
     fn drop(&mut self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };

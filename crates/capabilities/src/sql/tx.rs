@@ -7,6 +7,8 @@ use super::failure::{Failure, classify};
 use super::grant::Pool;
 use super::values::{bind_mysql, bind_postgres, bind_sqlite, binds_postgres, read_mysql, read_postgres, read_sqlite};
 use crate::errors::Error;
+use crate::op::MAX_RETURN_BYTES;
+use futures::{Stream, TryStreamExt};
 use sqlx::pool::PoolConnection;
 use sqlx::{Column, Database, Either, Executor, MySql, Postgres, Sqlite, Statement, Transaction};
 use std::ops::{Deref, DerefMut};
@@ -103,21 +105,16 @@ impl Tx {
         done.map_err(classify)
     }
 
-    /// Runs one query; its columns and rows.
+    /// Runs one query; its columns and rows, at most
+    /// [`MAX_RETURN_BYTES`] of them.
     pub async fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Failure> {
         let unfit = |n: usize, why: String| Failure::Row { code: None, message: format!("parameter {}: {why}", n + 1) };
-        let unreadable = |why: String| Failure::Call(Error::fatal(format!("reading the result: {why}")));
         match self {
             Tx::Postgres(tx) => {
                 let conn = &mut **tx;
                 let columns = column_names(conn.prepare(sql).await.map_err(classify)?.columns());
                 let args = postgres_args(conn, sql, params).await?;
-                let rows = sqlx::query_with(sql, args).fetch_all(conn).await.map_err(classify)?;
-                let rows = rows
-                    .iter()
-                    .map(|row| (0..columns.len()).map(|i| read_postgres(row, i)).collect::<Result<Vec<_>, _>>())
-                    .collect::<Result<_, _>>()
-                    .map_err(unreadable)?;
+                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_postgres).await?;
                 Ok(Rows { columns, rows })
             }
             Tx::MySql(tx) => {
@@ -127,12 +124,7 @@ impl Tx {
                 for (n, value) in params.iter().enumerate() {
                     bind_mysql(&mut args, value).map_err(|why| unfit(n, why))?;
                 }
-                let rows = sqlx::query_with(sql, args).fetch_all(conn).await.map_err(classify)?;
-                let rows = rows
-                    .iter()
-                    .map(|row| (0..columns.len()).map(|i| read_mysql(row, i)).collect::<Result<Vec<_>, _>>())
-                    .collect::<Result<_, _>>()
-                    .map_err(unreadable)?;
+                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_mysql).await?;
                 Ok(Rows { columns, rows })
             }
             Tx::Sqlite(tx) => {
@@ -142,12 +134,7 @@ impl Tx {
                 for (n, value) in params.iter().enumerate() {
                     bind_sqlite(&mut args, value).map_err(|why| unfit(n, why))?;
                 }
-                let rows = sqlx::query_with(sql, args).fetch_all(conn).await.map_err(classify)?;
-                let rows = rows
-                    .iter()
-                    .map(|row| (0..columns.len()).map(|i| read_sqlite(row, i)).collect::<Result<Vec<_>, _>>())
-                    .collect::<Result<_, _>>()
-                    .map_err(unreadable)?;
+                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_sqlite).await?;
                 Ok(Rows { columns, rows })
             }
         }
@@ -201,4 +188,42 @@ async fn postgres_args(
 
 fn column_names<C: Column>(columns: &[C]) -> Vec<String> {
     columns.iter().map(|c| c.name().to_string()).collect()
+}
+
+/// Reads a query's rows as they arrive, refusing the query once they pass
+/// [`MAX_RETURN_BYTES`] rather than holding them all first.
+async fn read_rows<R>(
+    mut rows: impl Stream<Item = Result<R, sqlx::Error>> + Unpin,
+    width: usize,
+    read: impl Fn(&R, usize) -> Result<Value, String>,
+) -> Result<Vec<Vec<Value>>, Failure> {
+    let mut read_rows = Vec::new();
+    let mut bytes = 0;
+    while let Some(row) = rows.try_next().await.map_err(classify)? {
+        let values = (0..width)
+            .map(|i| read(&row, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|why| Failure::Call(Error::fatal(format!("reading the result: {why}"))))?;
+        bytes += values.iter().map(value_bytes).sum::<usize>();
+        if bytes > MAX_RETURN_BYTES {
+            return Err(Failure::Call(Error::fatal(format!(
+                "the query's rows pass {MAX_RETURN_BYTES} bytes after {} rows, more than one query returns: \
+                 read them in pages (LIMIT)",
+                read_rows.len()
+            ))));
+        }
+        read_rows.push(values);
+    }
+    Ok(read_rows)
+}
+
+/// About what a value takes in the host and in the plugin's memory.
+fn value_bytes(value: &Value) -> usize {
+    const FIXED: usize = 16;
+    FIXED
+        + match value {
+            Value::Text(s) | Value::Json(s) | Value::Uuid(s) | Value::Decimal(s) => s.len(),
+            Value::Bytes(b) => b.len(),
+            _ => 0,
+        }
 }
