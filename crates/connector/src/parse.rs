@@ -155,7 +155,7 @@ impl ConnectorConfig {
         tasks_max = lowered.tasks_max.unwrap_or(tasks_max);
         // `Grants` checks what the table cannot (paths, addresses, unknown
         // capabilities); it stops at its first error.
-        let grants = Grants::from_config(raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_else(|e| {
+        let mut grants = Grants::from_config(raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_else(|e| {
             let message = format!("{e:#}");
             let key = grant_key_named_in(raw, &message);
             // The table may have reported the same key already, in its words.
@@ -164,6 +164,20 @@ impl ConnectorConfig {
             }
             Grants::default()
         });
+        // As the instance-wide ceilings above: a given pool size above the
+        // worker's is refused, a default lowered to it.
+        if let Some(max) = worker.policy.sql_pool_size_max {
+            for (name, grant) in grants.sql.iter_mut().filter(|(_, g)| g.pool_size > max) {
+                let key = format!("plugin.grant.sql.{name}.pool.size");
+                match raw.contains_key(&key) {
+                    true => problems.push(ConfigProblem {
+                        message: format!("{} is above the worker's policy.sql.pool.size.max ({max})", grant.pool_size),
+                        key,
+                    }),
+                    false => grant.pool_size = max,
+                }
+            }
+        }
         if group_protocol == GroupProtocol::Share
             && let Some((name, _)) = grants.kafka.iter().find(|(_, g)| g.exactly_once)
         {

@@ -37,6 +37,8 @@ pub struct GrantPolicy {
     pub call_timeout_max: Option<Duration>,
     /// `policy.tasks.max`.
     pub tasks_max: Option<u32>,
+    /// `policy.sql.pool.size.max`.
+    pub sql_pool_size_max: Option<u32>,
     /// `policy.object-store.*`, `policy.sql.urls`, `policy.kafka.bootstrap.servers`.
     pub targets: TargetPolicy,
     /// `policy.client.overrides`.
@@ -270,6 +272,7 @@ impl GrantPolicy {
         policy.memory_max_bytes = ceiling("policy.plugin.memory.max.bytes");
         policy.call_timeout_max = ceiling("policy.plugin.call.timeout.ms").map(Duration::from_millis);
         policy.tasks_max = u32::try_from(values.int("policy.tasks.max")).ok();
+        policy.sql_pool_size_max = u32::try_from(values.int("policy.sql.pool.size.max")).ok();
         match ClientOverrides::parse(values.list("policy.client.overrides")) {
             Ok(allowed) => policy.client_overrides = allowed,
             Err(e) => problems.push(Problem::new("policy.client.overrides", e)),

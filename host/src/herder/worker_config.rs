@@ -465,6 +465,15 @@ pub fn worker_keys() -> &'static ConfigDef {
                     key("policy.tasks.max", Type::Int, Medium, "Largest tasks.max a connector may ask for.")
                         .with_default("-1")
                         .with_validator(no_ceiling()),
+                    key(
+                        "policy.sql.pool.size.max",
+                        Type::Int,
+                        Medium,
+                        "Largest pool.size an SQL grant may ask for: the connections one task holds to its \
+                         database. A grant that does not ask gets the smaller of the default and this.",
+                    )
+                    .with_default("-1")
+                    .with_validator(no_ceiling()),
                 ],
             )
             .group(
@@ -649,5 +658,23 @@ mod tests {
             [("plugin.grant.kafka.out.bootstrap.servers", true), ("plugin.grant.sql.db.url", true)],
             "{problems:?}"
         );
+    }
+
+    /// `policy.sql.pool.size.max` refuses a larger given pool size and
+    /// lowers the default to it.
+    #[test]
+    fn an_sql_pool_above_the_workers_ceiling_is_refused_or_lowered() {
+        let worker_config: BTreeMap<String, String> =
+            [("policy.sql.pool.size.max", "1")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let policy = WorkerConfig::parse(&worker_config).unwrap().defaults.policy;
+        let worker = WorkerDefaults { policy, ..Default::default() };
+        let url = ("plugin.grant.sql.db.url", "postgres://db.internal:5432/sink");
+        let lowered = ConnectorConfig::parse(&config(&[url]), &worker).unwrap();
+        assert_eq!(lowered.grants.sql["db"].pool_size, 1);
+        let asked = config(&[url, ("plugin.grant.sql.db.pool.size", "4")]);
+        let problems = ConnectorConfig::parse(&asked, &worker).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "plugin.grant.sql.db.pool.size");
+        assert!(problems[0].message.contains("above the worker's policy.sql.pool.size.max (1)"), "{problems:?}");
     }
 }
