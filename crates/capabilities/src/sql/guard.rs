@@ -10,7 +10,10 @@
 //! harmless cannot run as something else.
 
 use super::grant::Pool;
-use sqlparser::ast::{AlterTableOperation, Expr, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor};
+use sqlparser::ast::{
+    AccessExpr, AlterTableOperation, ColumnDef, ColumnOption, Expr, ObjectName, Query, SetExpr, Statement,
+    TableConstraint, TableFactor, Visit, Visitor,
+};
 use sqlparser::dialect::{Dialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
@@ -73,11 +76,41 @@ fn check_tokens(pool: &Pool, tokens: &[Token]) -> Result<(), String> {
     {
         return Err("refused: more than one statement (send each on its own)".to_string());
     }
-    let executable = |t: &Token| matches!(t, Token::Whitespace(Whitespace::MultiLineComment(c)) if c.starts_with("M!"));
-    if matches!(pool, Pool::MySql(_)) && tokens.iter().any(executable) {
-        return Err("refused: MariaDB executable comments (/*M! ... */)".to_string());
+    // Where the database's own tokenizer reads a token otherwise than the
+    // parser does, what the parser sees is not what runs: such tokens are
+    // refused. Placeholders are the driver's (`$N`, `?`, `?N`); SQLite
+    // reads `$name(...)` as one variable and has no `::`; PostgreSQL takes
+    // any non-ASCII character in a `$tag$` quote, where the parser sees a
+    // placeholder; MySQL's `--` is a comment only before ASCII blank.
+    for token in tokens {
+        let refused = match (pool, token) {
+            (Pool::Postgres(_), Token::Placeholder(p)) => !is_numbered(p, '$'),
+            (Pool::Postgres(_), Token::DollarQuotedString(q)) => q.tag.as_ref().is_some_and(|t| !t.is_ascii()),
+            (Pool::Sqlite(_), Token::Placeholder(p)) => p != "?" && !is_numbered(p, '?'),
+            (Pool::Sqlite(_), Token::DoubleColon) => true,
+            (Pool::MySql(_), Token::Placeholder(p)) => p != "?",
+            (Pool::MySql(_), Token::Whitespace(Whitespace::SingleLineComment { prefix, comment })) => {
+                prefix == "--" && !comment.is_empty() && !comment.starts_with([' ', '\t', '\n', '\r'])
+            }
+            // MariaDB's executable comments, and optimizer hints, which set
+            // session variables.
+            (Pool::MySql(_), Token::Whitespace(Whitespace::MultiLineComment(c))) => {
+                c.starts_with("M!") || c.starts_with('+')
+            }
+            // Server and session variables.
+            (Pool::MySql(_), Token::Word(w)) => w.value.starts_with('@'),
+            _ => false,
+        };
+        if refused {
+            return Err(format!("refused: '{token}' is read otherwise by the database than by the guard"));
+        }
     }
     Ok(())
+}
+
+/// `$1`, `?2`: the prefix and digits only.
+fn is_numbered(placeholder: &str, prefix: char) -> bool {
+    placeholder.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Walks the parse tree, breaking with the reason at the first thing a sink
@@ -109,6 +142,9 @@ impl Visitor for Guard<'_> {
                         "CREATE TABLE may name its columns and constraints only, with no table options".into(),
                     );
                 }
+                for table in foreign_tables(&create.columns, &create.constraints) {
+                    self.check_table(table)?;
+                }
             }
             Statement::AlterTable(alter) => {
                 let adds = |op: &AlterTableOperation| {
@@ -117,6 +153,20 @@ impl Visitor for Guard<'_> {
                 if !alter.operations.iter().all(adds) {
                     return ControlFlow::Break("ALTER TABLE may only add columns and constraints".into());
                 }
+                for op in &alter.operations {
+                    let (columns, constraints) = match op {
+                        AlterTableOperation::AddColumn { column_def, .. } => {
+                            (std::slice::from_ref(column_def), &[][..])
+                        }
+                        AlterTableOperation::AddConstraint { constraint, .. } => {
+                            (&[][..], std::slice::from_ref(constraint))
+                        }
+                        _ => continue,
+                    };
+                    for table in foreign_tables(columns, constraints) {
+                        self.check_table(table)?;
+                    }
+                }
             }
             other => return refused(&first_words(other)),
         }
@@ -124,12 +174,7 @@ impl Visitor for Guard<'_> {
     }
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
-        if let SetExpr::Select(select) = query.body.as_ref()
-            && select.into.is_some()
-        {
-            return ControlFlow::Break("SELECT ... INTO makes a table or file: use CREATE TABLE and INSERT".into());
-        }
-        ControlFlow::Continue(())
+        check_set_expr(&query.body)
     }
 
     fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<String> {
@@ -147,6 +192,12 @@ impl Visitor for Guard<'_> {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<String> {
         match expr {
             Expr::Function(function) => check_function(&function.name),
+            // PostgreSQL calls `(x).f` as `f(x)` when f is a function.
+            Expr::CompoundFieldAccess { access_chain, .. }
+                if access_chain.iter().any(|a| matches!(a, AccessExpr::Dot(_))) =>
+            {
+                ControlFlow::Break(format!("'{expr}': field access on an expression may call a function"))
+            }
             _ => ControlFlow::Continue(()),
         }
     }
@@ -160,7 +211,7 @@ impl Guard<'_> {
         let system = |part: &String| match self.pool {
             Pool::Postgres(_) => part.starts_with("pg_") || part == "information_schema",
             Pool::MySql(_) => false,
-            Pool::Sqlite(_) => part.starts_with("sqlite_"),
+            Pool::Sqlite(_) => part.starts_with("sqlite_") || part.starts_with("pragma_"),
         };
         // Qualified names a sink may use: PostgreSQL's schema.table, and
         // SQLite's main.table; MySQL's db.table is another database.
@@ -177,6 +228,36 @@ impl Guard<'_> {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// A query's body, through its set operations: `TABLE x` names its table
+/// as plain text, which the relation check never sees, so it is refused;
+/// `SELECT ... INTO` makes a table (or, in MySQL, a file), wherever it is.
+fn check_set_expr(body: &SetExpr) -> ControlFlow<String> {
+    match body {
+        SetExpr::Table(_) => ControlFlow::Break("TABLE x: name the table in a SELECT".into()),
+        SetExpr::Select(select) if select.into.is_some() => {
+            ControlFlow::Break("SELECT ... INTO makes a table or file: use CREATE TABLE and INSERT".into())
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            check_set_expr(left)?;
+            check_set_expr(right)
+        }
+        _ => ControlFlow::Continue(()),
+    }
+}
+
+/// The tables that foreign keys in these columns and constraints refer to.
+fn foreign_tables<'a>(columns: &'a [ColumnDef], constraints: &'a [TableConstraint]) -> Vec<&'a ObjectName> {
+    let of_columns = columns.iter().flat_map(|c| &c.options).filter_map(|o| match &o.option {
+        ColumnOption::ForeignKey(fk) => Some(&fk.foreign_table),
+        _ => None,
+    });
+    let of_constraints = constraints.iter().filter_map(|c| match c {
+        TableConstraint::ForeignKey(fk) => Some(&fk.foreign_table),
+        _ => None,
+    });
+    of_columns.chain(of_constraints).collect()
 }
 
 /// A function of [`ALLOWED_FUNCTIONS`], by its plain name.
@@ -317,7 +398,7 @@ mod tests {
             (&my, "SELECT load_file('/etc/passwd')", "'load_file' is not a function"),
             (&my, "SELECT 1 /*! INTO OUTFILE '/tmp/x' */", "cannot read"),
             (&my, "SELECT 1 /*!50000 , load_file('/etc/passwd') */", "'load_file' is not a function"),
-            (&my, "SELECT 1 /*M! , load_file('/etc/passwd') */", "executable comments"),
+            (&my, "SELECT 1 /*M! , load_file('/etc/passwd') */", "read otherwise"),
             (&my, "SELECT * FROM mysql.user", "outside the granted database"),
             (&my, "CREATE TABLE t (a INT) DATA DIRECTORY = '/tmp'", "columns and constraints only"),
             (&my, "CREATE TABLE t (a INT) ENGINE = CONNECT", "columns and constraints only"),
@@ -327,6 +408,20 @@ mod tests {
             (&my, "SELECT 1 --x\n; DROP TABLE t", "more than one statement"),
             (&lite, "", "an empty statement"),
             (&pg, nested.as_str(), "cannot read"),
+            // Read otherwise by the database than by the parser (found in review).
+            (&lite, "SELECT $1::b(') ; ATTACH \"/tmp/evil.db\" AS y ; --')", "read otherwise"),
+            (&pg, "SELECT $€$,'$€$, pg_read_file($$/etc/passwd$$), $€$' AS x, $€$", "read otherwise"),
+            (&my, "SELECT 1 --\u{a0}, load_file(0x2f) FROM (SELECT 1 AS `\u{a0}`) x", "read otherwise"),
+            (&my, "SELECT /*+ SET_VAR(foreign_key_checks=0) */ * FROM t", "read otherwise"),
+            (&my, "SELECT @@datadir", "read otherwise"),
+            (&pg, "SELECT ('/etc/passwd'::text).pg_read_file", "may call a function"),
+            (&pg, "SELECT * FROM (TABLE pg_shadow) x", "TABLE x"),
+            (&pg, "SELECT * FROM t UNION TABLE information_schema.tables", "TABLE x"),
+            (&my, "INSERT INTO t TABLE mysql.user", "TABLE x"),
+            (&pg, "SELECT 1 INTO newt UNION SELECT 2", "SELECT ... INTO"),
+            (&lite, "SELECT * FROM pragma_database_list", "catalogue"),
+            (&pg, "CREATE TABLE t (a oid REFERENCES pg_authid(oid))", "catalogue"),
+            (&my, "ALTER TABLE t ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES mysql.user (x)", "outside the granted"),
         ] {
             match check(pool, sql) {
                 Err(err) if err.contains(why) => {}
