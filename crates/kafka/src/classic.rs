@@ -142,7 +142,7 @@ impl ConsumerContext for RebalanceTracker {
                 let held: Vec<Partition> = positions.next_offset.keys().cloned().collect();
                 positions.to_commit(held.iter())
             };
-            let settled = settle_before_handing_over(target, &durable);
+            let settled = settle_before_handing_over(target, &durable, self.patience);
             let mut positions = self.positions.lock().unwrap();
             match settled {
                 Ok(TxnOutcome::Committed(offsets)) => {
@@ -188,18 +188,18 @@ impl ConsumerContext for RebalanceTracker {
     }
 }
 
-/// How many of the target's timeouts a rebalance waits, at most, for a
-/// transaction whose commit or abort timed out to resolve.
-const REBALANCE_SETTLE_TIMEOUTS: u32 = 6;
-
 /// Commits the open transaction with `durable` before the group hands its
-/// partitions over. A commit or abort that timed out (the target is away)
-/// is resumed until it resolves, for a few of the target's timeouts: the
-/// rebalance waits, as the group lets a member finish its revocation
-/// (within `max.poll.interval.ms`), since the new owner must not start from
-/// offsets that this transaction may still move. Blocking.
-fn settle_before_handing_over(target: &TargetCluster, durable: &[(Partition, i64)]) -> Result<TxnOutcome> {
-    let deadline = std::time::Instant::now() + target.timeout() * REBALANCE_SETTLE_TIMEOUTS;
+/// partitions over. A commit or abort that timed out (the target is away,
+/// restarting) is resumed until it resolves, for up to `patience` (most of
+/// `max.poll.interval.ms`, which the group lets a member take to finish its
+/// revocation): the new owner must not start from offsets that this
+/// transaction may still move. Blocking.
+fn settle_before_handing_over(
+    target: &TargetCluster,
+    durable: &[(Partition, i64)],
+    patience: Duration,
+) -> Result<TxnOutcome> {
+    let deadline = std::time::Instant::now() + patience;
     loop {
         match target.commit_transaction(durable)? {
             TxnOutcome::Unresolved(why) if std::time::Instant::now() < deadline => {
