@@ -132,7 +132,12 @@ async fn wait_committed(target: &str, topic: &str, n: usize, what: &str, log: &s
 }
 
 /// Every key exactly once, and per partition in the source's order.
-fn assert_exactly_once_in_order(read: &[ReadRecord], expected: &BTreeMap<i32, Vec<String>>, what: &str) {
+fn assert_exactly_once_in_order(
+    read: &[ReadRecord],
+    expected: &BTreeMap<i32, Vec<String>>,
+    what: &str,
+    log: &std::path::Path,
+) {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for r in read {
         *seen.entry(&r.key).or_default() += 1;
@@ -143,8 +148,9 @@ fn assert_exactly_once_in_order(read: &[ReadRecord], expected: &BTreeMap<i32, Ve
         expected.values().flatten().filter(|k| !seen.contains_key(k.as_str())).take(5).collect();
     assert!(
         duplicated.is_empty() && missing.is_empty() && read.len() == total,
-        "{what}: {} read for {total} produced; duplicated {duplicated:?}, missing {missing:?}",
-        read.len()
+        "{what}: {} read for {total} produced; duplicated {duplicated:?}, missing {missing:?}; worker log:\n{}",
+        read.len(),
+        log_tail(log)
     );
     for (partition, keys) in expected {
         let got: Vec<&str> = read.iter().filter(|r| r.partition == *partition).map(|r| r.key.as_str()).collect();
@@ -262,7 +268,7 @@ async fn exactly_once_survives_a_worker_killed_mid_transaction() {
     // Anything extra would show up now.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
-    assert_exactly_once_in_order(&read, &expected, "exactly-once after SIGKILL");
+    assert_exactly_once_in_order(&read, &expected, "exactly-once after SIGKILL", &dir.path().join("worker-2.log"));
 
     // Keys, values (null included), headers and timestamps byte for byte.
     let first = read.iter().find(|r| r.key == format!("{topic}-0")).unwrap();
@@ -311,7 +317,7 @@ async fn a_duplicated_task_is_fenced_and_never_writes_twice() {
     wait_committed(&target.bootstrap, &mirrored, 1200, "after fencing", &dirs.1.path().join("worker.log")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
-    assert_exactly_once_in_order(&read, &expected, "two instances of one task");
+    assert_exactly_once_in_order(&read, &expected, "two instances of one task", &dirs.1.path().join("worker.log"));
 }
 
 /// How a test takes the target cluster away.
@@ -419,7 +425,12 @@ async fn target_outage(outage: Outage) {
     wait_committed(&target.bootstrap, &mirrored, total, "after the outage", &dir.path().join("worker.log")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
-    assert_exactly_once_in_order(&read, &expected, &format!("a target away for 15 s ({outage:?})"));
+    assert_exactly_once_in_order(
+        &read,
+        &expected,
+        &format!("a target away for 15 s ({outage:?})"),
+        &dir.path().join("worker.log"),
+    );
     let status = task_states(&worker, "down").await;
     assert!(status["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "RUNNING"), "{status}");
     let aborted = worker.metric("spillway_transactions_aborted_total").await;
@@ -535,8 +546,8 @@ async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
         })
     };
     // The task learns of the rebalance at its next heartbeat and poll; its
-    // revocation then waits for the commit, up to six of the grant's
-    // timeouts (18 s here), rather than fail the task.
+    // revocation then waits for the commit (up to most of the member's
+    // max.poll.interval.ms, 225 s here), rather than fail the task.
     let deadline = Instant::now() + PATIENCE;
     loop {
         let status = task_states(&worker, "stall").await;
@@ -577,7 +588,7 @@ async fn a_rebalance_waits_for_a_commit_that_hangs_in_the_target() {
     wait_committed(&target.bootstrap, &mirrored, 300, "after the rebalance", &log).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
-    assert_exactly_once_in_order(&read, &expected, "a rebalance during a hanging commit");
+    assert_exactly_once_in_order(&read, &expected, "a rebalance during a hanging commit", &log);
     let status = task_states(&worker, "stall").await;
     assert!(status["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "RUNNING"), "{status}");
 }
@@ -631,7 +642,7 @@ async fn a_target_behind_tls_and_scram_is_reached_with_the_grants_settings() {
     assert_eq!(translated, by_syncs, "the group's offset translated through TLS and SCRAM");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let read = tokio::task::block_in_place(|| target.read_all(&mirrored, "read_committed"));
-    assert_exactly_once_in_order(&read, &expected, "a secured target");
+    assert_exactly_once_in_order(&read, &expected, "a secured target", &log);
     let events = proxy.events();
     let authenticated = events.iter().filter(|e| **e == Event::Authenticated(Ok("mirror".into()))).count();
     let refused: Vec<&Event> = events
