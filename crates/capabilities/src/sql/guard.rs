@@ -10,6 +10,7 @@
 //! harmless cannot run as something else.
 
 use super::grant::Pool;
+use super::sqlite_split;
 use sqlparser::ast::{
     AccessExpr, AlterTableOperation, ColumnDef, ColumnOption, Expr, ObjectName, Query, SetExpr, Statement,
     TableConstraint, TableFactor, Visit, Visitor,
@@ -49,9 +50,12 @@ pub fn check(pool: &Pool, sql: &str) -> Result<(), String> {
         [] => return Err("refused: an empty statement".to_string()),
         _ => return Err("refused: more than one statement (send each on its own)".to_string()),
     };
-    match statement.visit(&mut Guard { pool }) {
-        ControlFlow::Continue(()) => Ok(()),
-        ControlFlow::Break(why) => Err(format!("refused: {why}")),
+    if let ControlFlow::Break(why) = statement.visit(&mut Guard { pool }) {
+        return Err(format!("refused: {why}"));
+    }
+    match pool {
+        Pool::Sqlite(_) => sqlite_split::check_one_statement(sql),
+        _ => Ok(()),
     }
 }
 

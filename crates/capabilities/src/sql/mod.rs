@@ -15,6 +15,7 @@ mod copy;
 mod failure;
 mod grant;
 mod guard;
+mod sqlite_split;
 mod tx;
 mod values;
 
