@@ -217,28 +217,28 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PluginLines {
 }
 
 /// A plugin that writes 10,000 lines in one call gets no more than the log
-/// budget's rate to the worker's log (its stderr and its log capability
-/// share one budget), and its call still succeeds.
+/// budget's rate (`policy.plugin.log.lines.per.second`, 20 here) to the
+/// worker's log (its stderr and its log capability share one budget), and
+/// its call still succeeds.
 #[tokio::test]
 async fn a_plugin_flooding_its_log_is_held_to_the_rate() {
     use tracing_subscriber::layer::SubscriberExt;
     let lines = Arc::new(AtomicUsize::new(0));
     let _counting = tracing::subscriber::set_default(tracing_subscriber::registry().with(PluginLines(lines.clone())));
-    let mut instance = misbehave("log-flood", &[], &Grants::default()).await;
+    let mut grants = Grants::default();
+    grants.bounds.log_lines_per_second = 20;
+    let mut instance = misbehave("log-flood", &[], &grants).await;
     let began = std::time::Instant::now();
     let report = instance.put(&[record(0)]).await.unwrap();
     let seconds = began.elapsed().as_secs_f64();
     assert!(matches!(report.outcomes[..], [Outcome::Accept]), "{report:?}");
     // A full bucket, what refilled while the call ran, and a line a second
     // that says how many were dropped.
-    let rate = spillway::capabilities::log::LINES_PER_SECOND as f64;
+    let rate = f64::from(grants.bounds.log_lines_per_second);
     let most = (rate + (seconds * rate).ceil() + seconds.ceil()) as usize + 1;
     let written = lines.load(Ordering::Relaxed);
     assert!(written <= most, "{written} of 10,000 lines reached the log in {seconds:.2} s; the budget allows {most}");
-    assert!(
-        written >= spillway::capabilities::log::LINES_PER_SECOND as usize,
-        "{written} lines: the first ones belong"
-    );
+    assert!(written >= grants.bounds.log_lines_per_second as usize, "{written} lines: the first ones belong");
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use spillway::capabilities::sql::bindings::spillway::sql::databases::{
     BatchOutcome, Dialect, HostDatabase, RowFailure, Statement, Value,
 };
 use spillway::capabilities::{CallBudget, CapabilityMetrics, Grants};
+use spillway::policy::InstanceBounds;
 use std::sync::Arc;
 use support::databases::{DbServer, mariadb, postgres};
 use wasmtime::component::Resource;
@@ -26,10 +27,17 @@ struct Db {
 impl Db {
     /// Opens grant `db`, with `dir` granted to the connector too.
     async fn open(grant: &[(String, String)], dir: tempfile::TempDir) -> Db {
+        Db::open_within(grant, dir, InstanceBounds::default()).await
+    }
+
+    /// As [`Db::open`], within the worker's `bounds`.
+    async fn open_within(grant: &[(String, String)], dir: tempfile::TempDir, bounds: InstanceBounds) -> Db {
         let mut config: Vec<(String, String)> = grant.to_vec();
         config.push(("plugin.grant.fs.data.path".into(), dir.path().display().to_string()));
-        let grants = Grants::from_config(config.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-        let mut ctx = SqlCtx::new(&grants.sql, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
+        let mut grants = Grants::from_config(config.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+        grants.bounds = bounds;
+        let mut ctx =
+            SqlCtx::new(&grants.sql, &grants.bounds, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
         let db = ctx.open("db".into()).await.unwrap().unwrap_or_else(|e| panic!("open: {e:?}"));
         let rep = db.rep();
         let dialect = ctx.dialect(Resource::new_borrow(rep)).await.unwrap();
@@ -41,9 +49,13 @@ impl Db {
     }
 
     async fn sqlite() -> Db {
+        Db::sqlite_within(InstanceBounds::default()).await
+    }
+
+    async fn sqlite_within(bounds: InstanceBounds) -> Db {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}/app.db", dir.path().display());
-        Db::open(&[("plugin.grant.sql.db.url".into(), url)], dir).await
+        Db::open_within(&[("plugin.grant.sql.db.url".into(), url)], dir, bounds).await
     }
 
     fn handle(&self) -> Resource<spillway::capabilities::sql::OpenDatabase> {
@@ -358,7 +370,8 @@ async fn opening_fails_clearly_and_keeps_the_password() {
     let mut grant = server.grant("db");
     grant[1].1 = "wrong-password".into();
     let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    let mut ctx = SqlCtx::new(&grants.sql, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
+    let mut ctx =
+        SqlCtx::new(&grants.sql, &grants.bounds, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
     let err = ctx.open("db".into()).await.unwrap().unwrap_err();
     assert!(!err.is_retriable(), "{err:?}");
     assert!(err.message().contains("sql grant 'db' (postgres://"), "{err:?}");
@@ -370,7 +383,8 @@ async fn opening_fails_clearly_and_keeps_the_password() {
     let closed =
         [("plugin.grant.sql.db.url", "postgres://u@127.0.0.1:1/db"), ("plugin.grant.sql.db.timeout.ms", "2000")];
     let grants = Grants::from_config(closed).unwrap();
-    let mut ctx = SqlCtx::new(&grants.sql, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
+    let mut ctx =
+        SqlCtx::new(&grants.sql, &grants.bounds, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
     let err = ctx.open("db".into()).await.unwrap().unwrap_err();
     assert!(err.is_retriable(), "{err:?}");
 }
@@ -382,7 +396,8 @@ async fn every_open_of_a_grant_shares_its_pool(server: &DbServer, connection_id:
     let mut grant = server.grant("db");
     grant.push(("plugin.grant.sql.db.pool.size".into(), "1".into()));
     let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    let mut ctx = SqlCtx::new(&grants.sql, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
+    let mut ctx =
+        SqlCtx::new(&grants.sql, &grants.bounds, CallBudget::default(), Arc::new(CapabilityMetrics::default()));
     let mut connections = Vec::new();
     for _ in 0..4 {
         let db = ctx.open("db".into()).await.unwrap().unwrap_or_else(|e| panic!("open: {e:?}"));
@@ -409,17 +424,17 @@ fn a_sqlite_file_outside_the_granted_directories_is_refused() {
     assert!(err.contains("not under a directory granted"), "{err}");
 }
 
-/// A query returns at most `MAX_RETURN_BYTES` of rows: past it, the query is
-/// refused as it reads, not held whole in the host first.
+/// A query returns at most `policy.plugin.return.bytes.max` of rows: past
+/// it, the query is refused as it reads, not held whole in the host first.
 #[tokio::test]
 async fn a_query_returning_more_than_a_call_may_is_refused() {
-    use spillway::capabilities::op::MAX_RETURN_BYTES;
-    let mut db = Db::sqlite().await;
+    let bounds = InstanceBounds { return_bytes: 64 << 10, ..InstanceBounds::default() };
+    let mut db = Db::sqlite_within(bounds.clone()).await;
     let name = table("wide");
     db.execute(&format!("CREATE TABLE {name} (id INTEGER PRIMARY KEY, doc TEXT)"), vec![]).await.unwrap();
-    let row_bytes = 4 << 20;
+    let row_bytes = 4 << 10;
     // Together just past the bound (each value counts a little more than its text).
-    let rows = MAX_RETURN_BYTES / row_bytes;
+    let rows = bounds.return_bytes / row_bytes;
     for id in 0..rows {
         let doc = Value::Text("x".repeat(row_bytes));
         db.execute(&format!("INSERT INTO {name} (id, doc) VALUES (?, ?)"), vec![Value::Int(id as i64), doc])

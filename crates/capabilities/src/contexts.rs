@@ -17,13 +17,19 @@ pub struct Contexts {
 
 impl Contexts {
     /// Each capability's context for plugin instance `name`, holding only
-    /// what `grants` give; operations run within `budget`.
+    /// what `grants` give, within their bounds; operations run within `budget`.
     pub fn new(name: &str, grants: &Grants, budget: &CallBudget, metrics: &Arc<CapabilityMetrics>) -> Self {
+        let bounds = &grants.bounds;
         Contexts {
-            log: log::LogCtx::new(name),
-            object_store: object_store::ObjectStoreCtx::new(&grants.object_stores, budget.clone(), metrics.clone()),
-            sql: sql::SqlCtx::new(&grants.sql, budget.clone(), metrics.clone()),
-            kafka: kafka::KafkaCtx::new(&grants.kafka, grants.task.as_ref(), budget.clone(), metrics.clone()),
+            log: log::LogCtx::new(name, bounds.log_lines_per_second, bounds.log_bytes_per_second),
+            object_store: object_store::ObjectStoreCtx::new(
+                &grants.object_stores,
+                bounds,
+                budget.clone(),
+                metrics.clone(),
+            ),
+            sql: sql::SqlCtx::new(&grants.sql, bounds, budget.clone(), metrics.clone()),
+            kafka: kafka::KafkaCtx::new(&grants.kafka, grants.task.as_ref(), bounds, budget.clone(), metrics.clone()),
         }
     }
 }

@@ -14,6 +14,7 @@ use super::registry::{grant_kind, grant_kinds};
 use super::sql::SqlGrant;
 use anyhow::{Result, anyhow, bail};
 use spillway_config::{ConfigDef, Values};
+use spillway_policy::InstanceBounds;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +38,9 @@ pub struct Grants {
     pub task: Option<TaskScope>,
     /// Old spellings this config used, with their replacement.
     pub deprecated: Vec<(String, String)>,
+    /// How much of the host each instance may take: the worker's, not the
+    /// config's.
+    pub bounds: InstanceBounds,
 }
 
 /// What the WASI context holds: directories, sockets, environment, and

@@ -34,3 +34,4 @@ pub use contexts::{Contexts, ContextsView, add_to_linker};
 pub use grants::{DETERMINISTIC_KEY, DirGrant, GRANT_PREFIX, Grants, WasiGrants};
 pub use op::{CallBudget, CapabilityMetrics};
 pub use registry::{CAPABILITIES, Capability, GrantKind, grant_kind, grant_kinds};
+pub use spillway_policy::InstanceBounds;

@@ -18,12 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The most one host call returns to a plugin: an SQL query's rows, an
-/// object's bytes. The host holds the answer whole before it copies it into
-/// the plugin's memory, so without a bound one call could take the
-/// worker's; a plugin that needs more reads it in pieces (`LIMIT`, ranges).
-pub const MAX_RETURN_BYTES: usize = 64 << 20;
-
 /// When the capability operations of the running plugin call must end. The
 /// runtime sets it before each call; every capability context holds a clone.
 #[derive(Clone, Debug, Default)]

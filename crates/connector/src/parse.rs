@@ -178,6 +178,7 @@ impl ConnectorConfig {
                 }
             }
         }
+        grants.bounds = worker.policy.bounds.clone();
         if group_protocol == GroupProtocol::Share
             && let Some((name, _)) = grants.kafka.iter().find(|(_, g)| g.exactly_once)
         {

@@ -9,11 +9,13 @@
 //! loads, or read its secrets. Link-local addresses (the cloud's instance
 //! metadata among them) are reached only where the policy names them.
 
+mod bounds;
 mod client_overrides;
 mod metadata;
 mod targets;
 mod topics;
 
+pub use bounds::InstanceBounds;
 pub use client_overrides::{ClientOverrides, SettingKind};
 pub use targets::{Target, TargetPolicy};
 pub use topics::internal_topic;
@@ -39,6 +41,9 @@ pub struct GrantPolicy {
     pub tasks_max: Option<u32>,
     /// `policy.sql.pool.size.max`.
     pub sql_pool_size_max: Option<u32>,
+    /// `policy.plugin.log.*`, `policy.plugin.tables.max`, ...: set for
+    /// every instance, not asked for by a connector.
+    pub bounds: InstanceBounds,
     /// `policy.object-store.*`, `policy.sql.urls`, `policy.kafka.bootstrap.servers`.
     pub targets: TargetPolicy,
     /// `policy.client.overrides`.
@@ -273,6 +278,7 @@ impl GrantPolicy {
         policy.call_timeout_max = ceiling("policy.plugin.call.timeout.ms").map(Duration::from_millis);
         policy.tasks_max = u32::try_from(values.int("policy.tasks.max")).ok();
         policy.sql_pool_size_max = u32::try_from(values.int("policy.sql.pool.size.max")).ok();
+        policy.bounds = InstanceBounds::from_worker(values);
         match ClientOverrides::parse(values.list("policy.client.overrides")) {
             Ok(allowed) => policy.client_overrides = allowed,
             Err(e) => problems.push(Problem::new("policy.client.overrides", e)),

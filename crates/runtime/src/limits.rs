@@ -1,3 +1,4 @@
+use spillway_capabilities::InstanceBounds;
 use std::time::Duration;
 use wasmtime::ResourceLimiter;
 
@@ -24,22 +25,20 @@ impl Default for Limits {
 /// cannot (a Rust allocation failure aborts) traps as before.
 pub(crate) struct MemoryLimiter {
     max_bytes: usize,
+    /// Tables, and elements per table (`policy.plugin.tables.max`,
+    /// `policy.plugin.table.elements.max`): tables hold function references.
+    tables: usize,
+    table_elements: usize,
     pub current_bytes: usize,
     pub exceeded: bool,
 }
 
 impl MemoryLimiter {
-    pub fn new(max_bytes: usize) -> Self {
-        MemoryLimiter { max_bytes, current_bytes: 0, exceeded: false }
+    pub fn new(max_bytes: usize, bounds: &InstanceBounds) -> Self {
+        let (tables, table_elements) = (bounds.tables, bounds.table_elements);
+        MemoryLimiter { max_bytes, tables, table_elements, current_bytes: 0, exceeded: false }
     }
 }
-
-/// Tables hold function references; a million is far beyond any real plugin.
-pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
-
-/// Tables per instance: a component has a few per core module; a thousand is
-/// far beyond any real plugin.
-pub const MAX_TABLES: usize = 1000;
 
 /// What one table element costs the host: a function reference, a pointer.
 /// Tables count against the memory budget at this price.
@@ -58,7 +57,7 @@ impl ResourceLimiter for MemoryLimiter {
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > MAX_TABLE_ELEMENTS {
+        if desired > self.table_elements {
             return Ok(false);
         }
         // Charged as memory: the budget is the instance's, whatever holds it.
@@ -73,7 +72,7 @@ impl ResourceLimiter for MemoryLimiter {
     }
 
     fn tables(&self) -> usize {
-        MAX_TABLES
+        self.tables
     }
 }
 
@@ -83,7 +82,8 @@ mod tests {
 
     #[test]
     fn tables_count_against_the_memory_budget() {
-        let mut limiter = MemoryLimiter::new(4 << 20);
+        let bounds = InstanceBounds { tables: 3, table_elements: 250_000, ..InstanceBounds::default() };
+        let mut limiter = MemoryLimiter::new(4 << 20, &bounds);
         assert!(limiter.memory_growing(0, 3 << 20, None).unwrap());
         // 200,000 elements are 1.6 MB: over what the memory left.
         assert!(!limiter.table_growing(0, 200_000, None).unwrap());
@@ -93,7 +93,7 @@ mod tests {
         // Growing that table charges only the difference.
         assert!(limiter.table_growing(100_000, 120_000, None).unwrap());
         assert_eq!(limiter.current_bytes, (3 << 20) + 960_000);
-        assert!(!limiter.table_growing(0, MAX_TABLE_ELEMENTS + 1, None).unwrap());
-        assert_eq!(limiter.tables(), MAX_TABLES);
+        assert!(!limiter.table_growing(0, 250_001, None).unwrap());
+        assert_eq!(limiter.tables(), 3);
     }
 }

@@ -38,7 +38,7 @@ impl PluginState {
             wasi: wasi::sandbox(&grants.wasi, &stderr)?,
             wasi_table: ResourceTable::new(),
             capabilities,
-            limiter: MemoryLimiter::new(memory_bytes),
+            limiter: MemoryLimiter::new(memory_bytes, &grants.bounds),
             budget,
             stderr,
         })

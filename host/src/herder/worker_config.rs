@@ -10,7 +10,7 @@ use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Typ
 use crate::connector::WorkerDefaults;
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
-use crate::policy::GrantPolicy;
+use crate::policy::{GrantPolicy, InstanceBounds};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -476,6 +476,7 @@ pub fn worker_keys() -> &'static ConfigDef {
                     .with_validator(no_ceiling()),
                 ],
             )
+            .group("Sandbox bounds", InstanceBounds::keys())
             .group(
                 "REST security",
                 [
@@ -658,6 +659,21 @@ mod tests {
             [("plugin.grant.kafka.out.bootstrap.servers", true), ("plugin.grant.sql.db.url", true)],
             "{problems:?}"
         );
+    }
+
+    /// The worker's `policy.plugin.*` bounds reach every connector's
+    /// instances, whatever the connector config says.
+    #[test]
+    fn the_workers_sandbox_bounds_reach_the_connectors_grants() {
+        let worker_config: BTreeMap<String, String> = [("policy.plugin.uploads.open.max", "3")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let policy = WorkerConfig::parse(&worker_config).unwrap().defaults.policy;
+        let worker = WorkerDefaults { policy, ..Default::default() };
+        let connector = ConnectorConfig::parse(&config(&[]), &worker).unwrap();
+        assert_eq!(connector.grants.bounds.uploads_open, 3);
+        assert_eq!(connector.grants.bounds.work_in_flight, InstanceBounds::default().work_in_flight);
     }
 
     /// `policy.sql.pool.size.max` refuses a larger given pool size and

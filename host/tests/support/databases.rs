@@ -117,6 +117,7 @@ impl Reader {
         let grants = Grants::from_config(grant.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
         let mut ctx = spillway::capabilities::sql::SqlCtx::new(
             &grants.sql,
+            &grants.bounds,
             CallBudget::default(),
             std::sync::Arc::new(CapabilityMetrics::default()),
         );

@@ -26,6 +26,7 @@ use bindings::spillway::kafka::producer::{
     TopicEnsured,
 };
 use spillway_kafka::target::{SendError, TargetCluster, TargetRecord};
+use spillway_policy::InstanceBounds;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use syncs::{SourceIndex, SyncWriter};
@@ -92,18 +93,17 @@ pub struct KafkaCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
-    /// Room for sends going on in the host ([`SENDS_IN_FLIGHT`]).
+    /// Room for sends going on in the host (`begin-send`), each holding its
+    /// records until the cluster acknowledges them: `work_in_flight` of them.
     sends: Arc<Semaphore>,
+    sends_in_flight: usize,
 }
-
-/// Sends one instance may have going on at once (`begin-send`): each holds
-/// its records in the host until the cluster acknowledges them.
-pub const SENDS_IN_FLIGHT: usize = 4;
 
 impl KafkaCtx {
     pub fn new(
         grants: &BTreeMap<String, KafkaGrant>,
         scope: Option<&TaskScope>,
+        bounds: &InstanceBounds,
         budget: CallBudget,
         metrics: Arc<CapabilityMetrics>,
     ) -> Self {
@@ -116,7 +116,8 @@ impl KafkaCtx {
             table: ResourceTable::new(),
             budget,
             metrics,
-            sends: Arc::new(Semaphore::new(SENDS_IN_FLIGHT)),
+            sends: Arc::new(Semaphore::new(bounds.work_in_flight)),
+            sends_in_flight: bounds.work_in_flight,
         }
     }
 
@@ -325,7 +326,7 @@ impl HostCluster for KafkaCtx {
         if let Err(refused) = self.writable(records.iter().map(|r| r.topic.as_str())) {
             return Ok(Err(refused));
         }
-        let permit = match room(&self.sends, &self.budget, SENDS_IN_FLIGHT, "sends").await {
+        let permit = match room(&self.sends, &self.budget, self.sends_in_flight, "sends").await {
             Ok(permit) => permit,
             Err(e) => return Ok(Err(e)),
         };
@@ -475,7 +476,13 @@ mod tests {
             topics_regex: None,
             worker_topics: vec!["connect-configs".into()],
         };
-        let ctx = KafkaCtx::new(&BTreeMap::new(), Some(&scope), CallBudget::default(), Default::default());
+        let ctx = KafkaCtx::new(
+            &BTreeMap::new(),
+            Some(&scope),
+            &Default::default(),
+            CallBudget::default(),
+            Default::default(),
+        );
         assert!(ctx.writable(["orders", "us.orders"].into_iter()).is_ok());
         for topic in ["__consumer_offsets", "connect-configs", "spillway-offsets.m1.internal"] {
             let refused = ctx.writable(["orders", topic].into_iter()).unwrap_err();

@@ -6,11 +6,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Lines a plugin instance may log per second (and at once, after a quiet
-/// second).
-pub const LINES_PER_SECOND: u32 = 100;
-/// Bytes a plugin instance may log per second.
-pub const BYTES_PER_SECOND: usize = 64 << 10;
 /// The longest line kept; the rest of a longer one is cut.
 pub const LINE_MAX_BYTES: usize = 4 << 10;
 
@@ -21,6 +16,9 @@ pub struct LogBudget {
 }
 
 struct Bucket {
+    /// The rates (`policy.plugin.log.*`), and what the bucket holds at most.
+    lines_per_second: f64,
+    bytes_per_second: f64,
     lines: f64,
     bytes: f64,
     refilled: Instant,
@@ -39,32 +37,39 @@ pub enum Admission {
     Drop,
 }
 
-impl Default for LogBudget {
-    fn default() -> Self {
+impl LogBudget {
+    /// A full bucket of `lines_per_second` and `bytes_per_second`.
+    pub fn new(lines_per_second: u32, bytes_per_second: usize) -> Self {
         let bucket = Bucket {
-            lines: LINES_PER_SECOND as f64,
-            bytes: BYTES_PER_SECOND as f64,
+            lines_per_second: lines_per_second.into(),
+            bytes_per_second: bytes_per_second as f64,
+            lines: lines_per_second.into(),
+            bytes: bytes_per_second as f64,
             refilled: Instant::now(),
             dropped: 0,
             reported: None,
         };
         LogBudget { bucket: Arc::new(Mutex::new(bucket)) }
     }
-}
 
-impl LogBudget {
     /// Whether a line of `len` bytes (already cut to [`LINE_MAX_BYTES`]) may
     /// be written now.
     pub fn admit(&self, len: usize) -> Admission {
         self.admit_at(len, Instant::now())
     }
 
+    /// Lines and bytes a second.
+    fn rates(&self) -> (f64, f64) {
+        let b = self.bucket.lock().unwrap();
+        (b.lines_per_second, b.bytes_per_second)
+    }
+
     fn admit_at(&self, len: usize, now: Instant) -> Admission {
         let mut b = self.bucket.lock().unwrap();
         let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
         b.refilled = b.refilled.max(now);
-        b.lines = (b.lines + elapsed * LINES_PER_SECOND as f64).min(LINES_PER_SECOND as f64);
-        b.bytes = (b.bytes + elapsed * BYTES_PER_SECOND as f64).min(BYTES_PER_SECOND as f64);
+        b.lines = (b.lines + elapsed * b.lines_per_second).min(b.lines_per_second);
+        b.bytes = (b.bytes + elapsed * b.bytes_per_second).min(b.bytes_per_second);
         if b.lines < 1.0 || b.bytes < len as f64 {
             b.dropped += 1;
             return Admission::Drop;
@@ -100,11 +105,12 @@ pub fn emit(budget: &LogBudget, task: &str, line: &str, write: impl FnOnce(&str)
         Admission::Drop => {}
         Admission::Write { dropped } => {
             if dropped > 0 {
+                let (lines, bytes) = budget.rates();
                 tracing::warn!(
                     target: "spillway::plugin",
                     task,
-                    "{dropped} plugin log lines were dropped: over {LINES_PER_SECOND} lines or {BYTES_PER_SECOND} \
-                     bytes a second"
+                    "{dropped} plugin log lines were dropped: over {lines} lines or {bytes} bytes a second \
+                     (policy.plugin.log.lines.per.second, policy.plugin.log.bytes.per.second)"
                 );
             }
             write(line);
@@ -117,9 +123,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    const LINES_PER_SECOND: u32 = 100;
+    const BYTES_PER_SECOND: usize = 64 << 10;
+
     #[test]
     fn lines_over_the_rate_are_dropped_and_counted() {
-        let budget = LogBudget::default();
+        let budget = LogBudget::new(LINES_PER_SECOND, BYTES_PER_SECOND);
         let start = Instant::now();
         let admitted = (0..1000).filter(|_| budget.admit_at(10, start) != Admission::Drop).count();
         assert_eq!(admitted, LINES_PER_SECOND as usize);
@@ -135,7 +144,7 @@ mod tests {
 
     #[test]
     fn bytes_over_the_rate_are_dropped() {
-        let budget = LogBudget::default();
+        let budget = LogBudget::new(LINES_PER_SECOND, BYTES_PER_SECOND);
         let now = Instant::now();
         let admitted = (0..100).filter(|_| budget.admit_at(LINE_MAX_BYTES, now) != Admission::Drop).count();
         assert_eq!(admitted, BYTES_PER_SECOND / LINE_MAX_BYTES);

@@ -5,7 +5,7 @@
 
 mod budget;
 
-pub use budget::{BYTES_PER_SECOND, LINE_MAX_BYTES, LINES_PER_SECOND, LogBudget, emit};
+pub use budget::{LINE_MAX_BYTES, LogBudget, emit};
 
 use crate::{Capability, ContextsView};
 use std::sync::Arc;
@@ -33,8 +33,10 @@ pub struct LogCtx {
 }
 
 impl LogCtx {
-    pub fn new(task: &str) -> Self {
-        LogCtx { task: task.into(), budget: LogBudget::default() }
+    /// Lines logged by `task`, at most `lines_per_second` and
+    /// `bytes_per_second`.
+    pub fn new(task: &str, lines_per_second: u32, bytes_per_second: usize) -> Self {
+        LogCtx { task: task.into(), budget: LogBudget::new(lines_per_second, bytes_per_second) }
     }
 
     /// The instance's log budget, for its stderr to share.

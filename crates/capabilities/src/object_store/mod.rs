@@ -21,11 +21,12 @@ use super::{Capability, ContextsView, GrantKind};
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use spillway_policy::InstanceBounds;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use upload::{OpenUpload, Uploads};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
-use write::{PendingWrite, WRITES_IN_FLIGHT};
+use write::PendingWrite;
 
 pub const PACKAGE: &str = "spillway:object-store";
 pub const VERSION: &str = "0.1.1";
@@ -76,26 +77,26 @@ pub struct ObjectStoreCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
-    /// Room for writes going on in the host ([`WRITES_IN_FLIGHT`]).
+    /// Room for writes going on in the host (`work_in_flight`).
     writes: Arc<tokio::sync::Semaphore>,
-    /// Room for open multipart uploads ([`UPLOADS_OPEN`]).
+    /// Room for open multipart uploads (`uploads_open`): each holds the
+    /// store's upload (and S3 bills for its parts) until it is completed or
+    /// aborted, and a plugin that forgets to would pile them up.
     uploads: Arc<tokio::sync::Semaphore>,
+    bounds: InstanceBounds,
 }
-
-/// Multipart uploads one instance may hold open at once: each holds the
-/// store's upload (and S3 bills for its parts) until it is completed or
-/// aborted, and a plugin that forgets to would pile them up.
-pub const UPLOADS_OPEN: usize = 16;
 
 impl ObjectStoreCtx {
     pub fn new(
         grants: &BTreeMap<String, ObjectStoreGrant>,
+        bounds: &InstanceBounds,
         budget: CallBudget,
         metrics: Arc<CapabilityMetrics>,
     ) -> Self {
-        let writes = Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT));
-        let uploads = Arc::new(tokio::sync::Semaphore::new(UPLOADS_OPEN));
-        ObjectStoreCtx { grants: grants.clone(), table: ResourceTable::new(), budget, metrics, writes, uploads }
+        let writes = Arc::new(tokio::sync::Semaphore::new(bounds.work_in_flight));
+        let uploads = Arc::new(tokio::sync::Semaphore::new(bounds.uploads_open));
+        let (grants, bounds) = (grants.clone(), bounds.clone());
+        ObjectStoreCtx { grants, table: ResourceTable::new(), budget, metrics, writes, uploads, bounds }
     }
 
     /// Runs one operation under `policy`: timeout, retries, metrics. The
@@ -238,7 +239,7 @@ impl HostBucket for ObjectStoreCtx {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
         let open = self.table.get(&bucket)?;
         let (store, policy) = (open.store.clone(), open.policy.clone());
-        let permit = match room(&self.writes, &self.budget, WRITES_IN_FLIGHT, "writes").await {
+        let permit = match room(&self.writes, &self.budget, self.bounds.work_in_flight, "writes").await {
             Ok(permit) => permit,
             Err(e) => return Ok(Err(e)),
         };
@@ -265,8 +266,11 @@ impl HostBucket for ObjectStoreCtx {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
         // Not waited for: only the plugin can close the uploads it holds.
         let Ok(slot) = self.uploads.clone().try_acquire_owned() else {
-            let message =
-                format!("{UPLOADS_OPEN} uploads are open already: complete or abort one before starting {path}");
+            let message = format!(
+                "{} uploads are open already (policy.plugin.uploads.open.max): complete or abort one before \
+                 starting {path}",
+                self.bounds.uploads_open
+            );
             return Ok(Err(Error::fatal(message)));
         };
         let open = self.table.get(&bucket)?;
@@ -302,15 +306,16 @@ impl HostBucket for ObjectStoreCtx {
         path: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
         let Ok(location) = object_path(&path) else { return Ok(Err(bad_path(&path))) };
+        let max_bytes = self.bounds.return_bytes as u64;
         let result = self
             .on_bucket(&bucket, "get", |store| {
                 let location = location.clone();
                 async move {
                     match store.get(&location).await {
-                        Ok(got) if got.meta.size > op::MAX_RETURN_BYTES as u64 => Err(Error::fatal(format!(
-                            "{location} is {} bytes, more than one get returns ({} bytes)",
+                        Ok(got) if got.meta.size > max_bytes => Err(Error::fatal(format!(
+                            "{location} is {} bytes, more than one get returns ({max_bytes} bytes, \
+                             policy.plugin.return.bytes.max)",
                             got.meta.size,
-                            op::MAX_RETURN_BYTES
                         ))),
                         Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())).map_err(classify),
                         Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -539,7 +544,15 @@ mod tests {
 
     /// A context with one bucket open on `store`, as `open` would leave it.
     fn open_on(store: Arc<dyn ObjectStore>, policy: OpPolicy) -> (ObjectStoreCtx, Resource<OpenBucket>) {
-        let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), CallBudget::default(), Arc::default());
+        open_within(store, policy, &InstanceBounds::default())
+    }
+
+    fn open_within(
+        store: Arc<dyn ObjectStore>,
+        policy: OpPolicy,
+        bounds: &InstanceBounds,
+    ) -> (ObjectStoreCtx, Resource<OpenBucket>) {
+        let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), bounds, CallBudget::default(), Arc::default());
         let bucket = ctx
             .table
             .push(OpenBucket { grant: "test".into(), store: store.clone(), uploads: Uploads::Streaming(store), policy })
@@ -610,7 +623,8 @@ mod tests {
         let policy = OpPolicy { timeout: Duration::from_secs(5), retries: 1 };
         let memory = Arc::new(InMemory::new());
         let root = Path::from("granted");
-        let mut ctx = ObjectStoreCtx::new(&BTreeMap::new(), CallBudget::default(), Arc::default());
+        let mut ctx =
+            ObjectStoreCtx::new(&BTreeMap::new(), &InstanceBounds::default(), CallBudget::default(), Arc::default());
         let prefixed: Arc<dyn ObjectStore> =
             Arc::new(object_store::prefix::PrefixStore::new(memory.clone(), root.clone()));
         let uploads = Uploads::Resumable { store: memory.clone(), root };
@@ -659,10 +673,13 @@ mod tests {
     #[tokio::test]
     async fn open_uploads_and_the_bytes_a_get_returns_are_bounded() {
         let memory = Arc::new(InMemory::new());
-        let (mut ctx, bucket) = open_on(memory.clone(), OpPolicy { timeout: Duration::from_secs(5), retries: 0 });
+        // The worker's policy.plugin.* keys, not the defaults.
+        let bounds = InstanceBounds { uploads_open: 3, return_bytes: 1000, ..InstanceBounds::default() };
+        let policy = OpPolicy { timeout: Duration::from_secs(5), retries: 0 };
+        let (mut ctx, bucket) = open_within(memory.clone(), policy, &bounds);
         let b = || Resource::<OpenBucket>::new_borrow(bucket.rep());
         let mut open = Vec::new();
-        for n in 0..UPLOADS_OPEN {
+        for n in 0..bounds.uploads_open {
             open.push(ctx.start_upload(b(), format!("u{n}")).await.unwrap().unwrap());
         }
         let err = ctx.start_upload(b(), "one-more".into()).await.unwrap().unwrap_err();
@@ -671,11 +688,12 @@ mod tests {
         HostUpload::drop(&mut ctx, open.pop().unwrap()).await.unwrap();
         assert!(ctx.start_upload(b(), "one-more".into()).await.unwrap().is_ok());
 
-        let big = vec![7u8; op::MAX_RETURN_BYTES + 1];
+        let big = vec![7u8; bounds.return_bytes + 1];
         memory.put(&Path::from("big"), big.into()).await.unwrap();
         let err = ctx.get(b(), "big".into()).await.unwrap().unwrap_err();
         assert!(matches!(&err, Error::Fatal(m) if m.contains("more than one get returns")), "{err:?}");
-        memory.put(&Path::from("small"), b"x".to_vec().into()).await.unwrap();
-        assert_eq!(ctx.get(b(), "small".into()).await.unwrap().unwrap(), Some(b"x".to_vec()));
+        let fits = vec![7u8; bounds.return_bytes];
+        memory.put(&Path::from("fits"), fits.clone().into()).await.unwrap();
+        assert_eq!(ctx.get(b(), "fits".into()).await.unwrap().unwrap(), Some(fits));
     }
 }

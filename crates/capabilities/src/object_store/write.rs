@@ -4,15 +4,12 @@
 //! `begin-create` hands the object's bytes to a task of the host's and
 //! returns; the plugin encodes its next object meanwhile, so encoding and
 //! uploading overlap instead of taking turns. At most
-//! [`WRITES_IN_FLIGHT`] go on per plugin instance, which bounds the memory
+//! `policy.plugin.work.in.flight.max` go on per plugin instance, which bounds the memory
 //! they hold in the host.
 
 use crate::errors::Error;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-/// Writes one instance may have going on at once.
-pub(super) const WRITES_IN_FLIGHT: usize = 4;
 
 pub struct PendingWrite {
     /// The plugin's path, for messages.

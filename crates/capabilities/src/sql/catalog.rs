@@ -22,8 +22,9 @@ pub fn quote(pool: &Pool, identifier: &str) -> String {
     format!("{q}{}{q}", identifier.replace(q, &format!("{q}{q}")))
 }
 
-/// A table's columns in order, or none when there is no such table.
-pub async fn describe(pool: &Pool, tx: &mut Tx, table: &str) -> Result<Option<Vec<Column>>, Failure> {
+/// A table's columns in order, or none when there is no such table; each
+/// query's rows at most `max_bytes`.
+pub async fn describe(pool: &Pool, tx: &mut Tx, table: &str, max_bytes: usize) -> Result<Option<Vec<Column>>, Failure> {
     let (schema, name) = match table.rsplit_once('.') {
         Some((schema, name)) => (Value::Text(schema.to_string()), name.to_string()),
         None => (Value::Null, table.to_string()),
@@ -31,7 +32,7 @@ pub async fn describe(pool: &Pool, tx: &mut Tx, table: &str) -> Result<Option<Ve
     let rows = match pool {
         Pool::Postgres(_) => {
             let regclass = Value::Text(quote_name(pool, table)?);
-            let found = tx.query("SELECT to_regclass($1)::text", std::slice::from_ref(&regclass)).await?;
+            let found = tx.query("SELECT to_regclass($1)::text", std::slice::from_ref(&regclass), max_bytes).await?;
             if found.rows.first().and_then(|r| r.first()).is_none_or(|v| matches!(v, Value::Null)) {
                 return Ok(None);
             }
@@ -40,13 +41,13 @@ pub async fn describe(pool: &Pool, tx: &mut Tx, table: &str) -> Result<Option<Ve
                        FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
                        WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
                        ORDER BY a.attnum";
-            tx.query(sql, &[regclass]).await?.rows
+            tx.query(sql, &[regclass], max_bytes).await?.rows
         }
         Pool::MySql(_) => {
             let sql = "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'YES', COLUMN_KEY = 'PRI' \
                        FROM information_schema.COLUMNS \
                        WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION";
-            tx.query(sql, &[schema, Value::Text(name)]).await?.rows
+            tx.query(sql, &[schema, Value::Text(name)], max_bytes).await?.rows
         }
         Pool::Sqlite(_) => {
             let sql = match schema {
@@ -57,7 +58,7 @@ pub async fn describe(pool: &Pool, tx: &mut Tx, table: &str) -> Result<Option<Ve
                 Value::Null => vec![Value::Text(name)],
                 schema => vec![Value::Text(name), schema],
             };
-            tx.query(sql, &params).await?.rows
+            tx.query(sql, &params, max_bytes).await?.rows
         }
     };
     if rows.is_empty() {

@@ -29,6 +29,7 @@ use copy::CopyFailure;
 use failure::Failure;
 use futures::future::BoxFuture;
 use grant::Pool;
+use spillway_policy::InstanceBounds;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -97,8 +98,10 @@ pub struct SqlCtx {
     table: ResourceTable,
     budget: CallBudget,
     metrics: Arc<CapabilityMetrics>,
-    /// Room for batches going on in the host ([`BATCHES_IN_FLIGHT`]).
+    /// Room for batches going on in the host: `work_in_flight` of them, over
+    /// all its databases, each holding its rows in the host until it ends.
     batches: Arc<Semaphore>,
+    bounds: InstanceBounds,
     /// Statements the guard admitted, by dialect: checked once.
     admitted: HashSet<(&'static str, String)>,
 }
@@ -106,14 +109,14 @@ pub struct SqlCtx {
 /// Admitted statements kept per instance; past it, the set starts over.
 const ADMITTED_KEPT: usize = 64;
 
-/// Batches one instance may have going on at once (`begin-batch`,
-/// `begin-copy-in`), over all its databases: each holds its rows in the
-/// host until it ends.
-pub const BATCHES_IN_FLIGHT: usize = 4;
-
 impl SqlCtx {
-    pub fn new(grants: &BTreeMap<String, SqlGrant>, budget: CallBudget, metrics: Arc<CapabilityMetrics>) -> Self {
-        let batches = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    pub fn new(
+        grants: &BTreeMap<String, SqlGrant>,
+        bounds: &InstanceBounds,
+        budget: CallBudget,
+        metrics: Arc<CapabilityMetrics>,
+    ) -> Self {
+        let batches = Arc::new(Semaphore::new(bounds.work_in_flight));
         SqlCtx {
             grants: grants.clone(),
             pools: BTreeMap::new(),
@@ -121,6 +124,7 @@ impl SqlCtx {
             budget,
             metrics,
             batches,
+            bounds: bounds.clone(),
             admitted: HashSet::new(),
         }
     }
@@ -159,7 +163,7 @@ impl SqlCtx {
         input: A,
         work: Work<A, BatchOutcome>,
     ) -> wasmtime::Result<Result<Resource<PendingBatch>, Error>> {
-        let permit = match room(&self.batches, &self.budget, BATCHES_IN_FLIGHT, "batches").await {
+        let permit = match room(&self.batches, &self.budget, self.bounds.work_in_flight, "batches").await {
             Ok(permit) => permit,
             Err(e) => return Ok(Err(e)),
         };
@@ -395,8 +399,11 @@ impl HostDatabase for SqlCtx {
         if let Err(e) = self.check(&database, [sql.as_str()])? {
             return Ok(Err(e));
         }
-        self.in_transaction(&database, "query", false, true, &(sql, params), |_, tx, (sql, params)| {
-            Box::pin(async move { tx.query(sql, params).await.map(Outcome::RollBack).map_err(Failure::into_error) })
+        let input = (sql, params, self.bounds.return_bytes);
+        self.in_transaction(&database, "query", false, true, &input, |_, tx, (sql, params, max_bytes)| {
+            Box::pin(async move {
+                tx.query(sql, params, *max_bytes).await.map(Outcome::RollBack).map_err(Failure::into_error)
+            })
         })
         .await
     }
@@ -428,9 +435,10 @@ impl HostDatabase for SqlCtx {
         database: Resource<OpenDatabase>,
         table: String,
     ) -> wasmtime::Result<Result<Option<Vec<Column>>, Error>> {
-        self.in_transaction(&database, "describe-table", false, true, &table, |pool, tx, table| {
+        let input = (table, self.bounds.return_bytes);
+        self.in_transaction(&database, "describe-table", false, true, &input, |pool, tx, (table, max_bytes)| {
             Box::pin(async move {
-                catalog::describe(pool, tx, table).await.map(Outcome::RollBack).map_err(Failure::into_error)
+                catalog::describe(pool, tx, table, *max_bytes).await.map(Outcome::RollBack).map_err(Failure::into_error)
             })
         })
         .await

@@ -7,7 +7,6 @@ use super::failure::{Failure, classify};
 use super::grant::Pool;
 use super::values::{bind_mysql, bind_postgres, bind_sqlite, binds_postgres, read_mysql, read_postgres, read_sqlite};
 use crate::errors::Error;
-use crate::op::MAX_RETURN_BYTES;
 use futures::{Stream, TryStreamExt};
 use sqlx::pool::PoolConnection;
 use sqlx::{Column, Database, Either, Executor, MySql, Postgres, Sqlite, Statement, Transaction};
@@ -105,16 +104,17 @@ impl Tx {
         done.map_err(classify)
     }
 
-    /// Runs one query; its columns and rows, at most
-    /// [`MAX_RETURN_BYTES`] of them.
-    pub async fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Failure> {
+    /// Runs one query; its columns and rows, at most `max_bytes` of them
+    /// (`policy.plugin.return.bytes.max`).
+    pub async fn query(&mut self, sql: &str, params: &[Value], max_bytes: usize) -> Result<Rows, Failure> {
         let unfit = |n: usize, why: String| Failure::Row { code: None, message: format!("parameter {}: {why}", n + 1) };
         match self {
             Tx::Postgres(tx) => {
                 let conn = &mut **tx;
                 let columns = column_names(conn.prepare(sql).await.map_err(classify)?.columns());
                 let args = postgres_args(conn, sql, params).await?;
-                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_postgres).await?;
+                let rows =
+                    read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), max_bytes, read_postgres).await?;
                 Ok(Rows { columns, rows })
             }
             Tx::MySql(tx) => {
@@ -124,7 +124,8 @@ impl Tx {
                 for (n, value) in params.iter().enumerate() {
                     bind_mysql(&mut args, value).map_err(|why| unfit(n, why))?;
                 }
-                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_mysql).await?;
+                let rows =
+                    read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), max_bytes, read_mysql).await?;
                 Ok(Rows { columns, rows })
             }
             Tx::Sqlite(tx) => {
@@ -134,7 +135,8 @@ impl Tx {
                 for (n, value) in params.iter().enumerate() {
                     bind_sqlite(&mut args, value).map_err(|why| unfit(n, why))?;
                 }
-                let rows = read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), read_sqlite).await?;
+                let rows =
+                    read_rows(sqlx::query_with(sql, args).fetch(conn), columns.len(), max_bytes, read_sqlite).await?;
                 Ok(Rows { columns, rows })
             }
         }
@@ -191,10 +193,11 @@ fn column_names<C: Column>(columns: &[C]) -> Vec<String> {
 }
 
 /// Reads a query's rows as they arrive, refusing the query once they pass
-/// [`MAX_RETURN_BYTES`] rather than holding them all first.
+/// `max_bytes` rather than holding them all first.
 async fn read_rows<R>(
     mut rows: impl Stream<Item = Result<R, sqlx::Error>> + Unpin,
     width: usize,
+    max_bytes: usize,
     read: impl Fn(&R, usize) -> Result<Value, String>,
 ) -> Result<Vec<Vec<Value>>, Failure> {
     let mut read_rows = Vec::new();
@@ -205,10 +208,10 @@ async fn read_rows<R>(
             .collect::<Result<Vec<_>, _>>()
             .map_err(|why| Failure::Call(Error::fatal(format!("reading the result: {why}"))))?;
         bytes += values.iter().map(value_bytes).sum::<usize>();
-        if bytes > MAX_RETURN_BYTES {
+        if bytes > max_bytes {
             return Err(Failure::Call(Error::fatal(format!(
-                "the query's rows pass {MAX_RETURN_BYTES} bytes after {} rows, more than one query returns: \
-                 read them in pages (LIMIT)",
+                "the query's rows pass {max_bytes} bytes after {} rows, more than one query returns \
+                 (policy.plugin.return.bytes.max): read them in pages (LIMIT)",
                 read_rows.len()
             ))));
         }
