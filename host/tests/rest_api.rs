@@ -1549,6 +1549,9 @@ async fn a_config_whose_plugin_or_connector_changed_while_checked_is_refused() {
         std::fs::read(repo().join("target/plugins-extra/misbehave-0.2.0.wasm")).expect("run scripts/build-plugins.sh");
     Runtime::new(&cache_dir()).unwrap().load(v2.clone()).await.unwrap();
     let create = send(Method::POST, "/connectors".into(), json!({"name": "raced", "config": slow("raced")}));
+    // The spawned request must reach the worker (its check sleeps 6 s)
+    // before the one it races: not a timing assertion, an ordering.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let upload = host.http.put(format!("{}/connector-plugins/misbehave", host.url)).body(v2);
     let (status, info) = read(upload.header("content-type", "application/octet-stream").send().await.unwrap()).await;
     assert_eq!(status, 201, "{info}");
@@ -1560,6 +1563,7 @@ async fn a_config_whose_plugin_or_connector_changed_while_checked_is_refused() {
 
     // The connector, created by another request while a put's config is checked.
     let put = send(Method::PUT, "/connectors/raced/config".into(), slow("raced"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let (status, body) = host
         .call(
             Method::POST,
