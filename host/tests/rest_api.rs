@@ -1485,22 +1485,31 @@ async fn secrets_are_hidden_and_config_providers_resolve_them_in_the_host() {
 /// A plugin whose `validate` never returns holds up its own request only:
 /// `/health`, asked every 100 ms meanwhile, answers every time within 1 s
 /// (before, validation ran on the herder's loop and `/health` waited for
-/// the call's 30 s timeout); the validation ends at its own timeout, as an
-/// error on `connector.class`, and a create with that config is refused.
+/// the call's 30 s timeout); each validation ends at the worker's
+/// `policy.plugin.validate.timeout.ms` (3 s here), as an error on
+/// `connector.class`, and a create with that config is refused. With
+/// `policy.plugin.validations.max=1`, of two such validations asked at once
+/// the second runs only after the first has ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
     let env = env();
-    let host = env.host().await;
+    let mut defaults = WorkerDefaults::default();
+    defaults.policy.requests.validate_timeout = Duration::from_secs(3);
+    defaults.policy.requests.validations = 1;
+    let host = Host::start_with(&env.bootstrap, &env.dir.path().join("state.json"), &plugin_dir(), defaults).await;
     let topic = env.topic("spin", 1);
     let spinning = config("misbehave", &topic, 1, &[("name", "spin"), ("validate.mode", "loop")]);
-    let validation = {
+    let validate = || {
         let request =
             host.http.put(format!("{}/connector-plugins/misbehave/config/validate", host.url)).json(&spinning);
         tokio::spawn(async move { read(request.send().await.expect("request")).await })
     };
+    let validations = [validate(), validate()];
     let mut answers = 0;
     let mut slowest = Duration::ZERO;
-    while !validation.is_finished() {
+    let mut one_ended_alone = false;
+    while !validations.iter().all(|v| v.is_finished()) {
+        one_ended_alone |= validations.iter().filter(|v| v.is_finished()).count() == 1;
         let asked = std::time::Instant::now();
         let (status, body) = host.get("/health").await;
         assert_eq!(status, 200, "{body}");
@@ -1510,12 +1519,16 @@ async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
     }
     assert!(slowest < Duration::from_secs(1), "the slowest of {answers} /health answers took {slowest:?}");
     assert!(answers > 10, "/health was asked only {answers} times while validate ran");
-    let (status, infos) = validation.await.unwrap();
-    assert_eq!(status, 200, "{infos}");
-    assert_eq!(infos["error_count"], 1, "{infos:#}");
-    let class = infos["configs"].as_array().unwrap().iter().find(|c| c["value"]["name"] == "connector.class").unwrap();
-    let errors = class["value"]["errors"].to_string();
-    assert!(errors.contains("validate did not return within 10 s"), "{errors}");
+    assert!(one_ended_alone, "the two validations ended together: they ran at once, past validations.max=1");
+    for validation in validations {
+        let (status, infos) = validation.await.unwrap();
+        assert_eq!(status, 200, "{infos}");
+        assert_eq!(infos["error_count"], 1, "{infos:#}");
+        let configs = infos["configs"].as_array().unwrap();
+        let class = configs.iter().find(|c| c["value"]["name"] == "connector.class").unwrap();
+        let errors = class["value"]["errors"].to_string();
+        assert!(errors.contains("validate did not return within 3000 ms"), "{errors}");
+    }
 
     let (status, body) =
         host.call(Method::POST, "/connectors", Some(json!({"name": "spin", "config": spinning}))).await;
@@ -1581,27 +1594,36 @@ async fn a_config_whose_plugin_or_connector_changed_while_checked_is_refused() {
     host.shutdown().await;
 }
 
-/// A config of more keys than a connector may have is refused whole, by
-/// create, update and validate alike, before any key is read.
+/// A config of more keys than the worker's
+/// `policy.connector.config.keys.max` (20 here) is refused whole, by create,
+/// update and validate alike, before any key is read; one of 20 is checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_of_too_many_keys_is_refused() {
+    const MAX: usize = 20;
     let env = env();
-    let host = env.host().await;
+    let mut defaults = WorkerDefaults::default();
+    defaults.policy.requests.config_keys = MAX;
+    let host = Host::start_with(&env.bootstrap, &env.dir.path().join("state.json"), &plugin_dir(), defaults).await;
     let topic = env.topic("keys", 1);
-    let mut huge = config("noop-sink", &topic, 1, &[]);
-    let given = huge.as_object().unwrap().len();
-    for i in 0..=(spillway::connector::MAX_CONFIG_KEYS - given) {
+    let mut huge = config("noop-sink", &topic, 1, &[("name", "huge")]);
+    for i in 0.. {
+        if huge.as_object().unwrap().len() == MAX {
+            break;
+        }
         huge[format!("extra.{i}")] = json!("x");
     }
-    let keys = huge.as_object().unwrap().len() + 1; // and `name`
-    let expected = format!("the config has {keys} keys; a connector config may have at most 1000");
-    let (status, body) = host.call(Method::POST, "/connectors", Some(json!({"name": "huge", "config": huge}))).await;
+    let (status, infos) =
+        host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(huge.clone())).await;
+    assert_eq!(status, 200, "a config of {MAX} keys: {infos}");
+    huge["extra.last"] = json!("x");
+    let expected = format!("the config has {} keys; a connector config may have at most {MAX}", MAX + 1);
+    let (status, body) =
+        host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(huge.clone())).await;
     assert_eq!(assert_error(status, &body, 400), expected);
     let (status, body) = host.call(Method::PUT, "/connectors/huge/config", Some(huge.clone())).await;
     assert_eq!(assert_error(status, &body, 400), expected);
-    huge["name"] = json!("huge");
-    let (status, body) =
-        host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(huge.clone())).await;
+    huge.as_object_mut().unwrap().remove("name");
+    let (status, body) = host.call(Method::POST, "/connectors", Some(json!({"name": "huge", "config": huge}))).await;
     assert_eq!(assert_error(status, &body, 400), expected);
     assert_eq!(host.get("/connectors").await, (200, json!([])));
     host.shutdown().await;

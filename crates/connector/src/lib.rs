@@ -15,7 +15,7 @@ mod topics_regex;
 mod version_range;
 
 pub use keys::connector_keys;
-pub use parse::{MAX_CONFIG_KEYS, check_key_count};
+pub use parse::check_key_count;
 pub use spillway_config::Problem as ConfigProblem;
 pub use topics_regex::topics_pattern;
 pub use version_range::VersionRange;

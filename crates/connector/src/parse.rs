@@ -10,18 +10,13 @@ use spillway_config::{HIDDEN, Value};
 use spillway_kafka::share::TOPICS_REGEX_REFRESH;
 use spillway_policy::Requested;
 
-/// The most keys a connector config may have. Connect's own configs have a
-/// few dozen; a plugin's rarely more. A bound, because each key is checked
-/// (an override builds a client config) on the herder's loop.
-pub const MAX_CONFIG_KEYS: usize = 1000;
-
-/// Refuses a config of more than [`MAX_CONFIG_KEYS`] keys before anything
-/// reads its keys one by one.
-pub fn check_key_count(raw: &BTreeMap<String, String>) -> Result<(), String> {
+/// Refuses a config of more keys than the worker allows
+/// (`policy.connector.config.keys.max`) before anything reads its keys one
+/// by one: each is checked, and an override builds a client config.
+pub fn check_key_count(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<(), String> {
+    let max = worker.policy.requests.config_keys;
     match raw.len() {
-        n if n > MAX_CONFIG_KEYS => {
-            Err(format!("the config has {n} keys; a connector config may have at most {MAX_CONFIG_KEYS}"))
-        }
+        n if n > max => Err(format!("the config has {n} keys; a connector config may have at most {max}")),
         _ => Ok(()),
     }
 }
@@ -32,7 +27,7 @@ impl ConnectorConfig {
     /// No problem's message shows a secret: neither a value a provider
     /// resolved nor a PASSWORD key's.
     pub fn parse(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<Self, Vec<ConfigProblem>> {
-        check_key_count(raw).map_err(|message| vec![ConfigProblem { key: "name".into(), message }])?;
+        check_key_count(raw, worker).map_err(|message| vec![ConfigProblem { key: "name".into(), message }])?;
         let (resolved, unresolved) = worker.providers.resolve(raw);
         Self::parse_resolved(&resolved, unresolved, worker).map_err(|problems| {
             let secrets = secret_values(raw, &resolved);

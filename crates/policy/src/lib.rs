@@ -15,7 +15,7 @@ mod metadata;
 mod targets;
 mod topics;
 
-pub use bounds::InstanceBounds;
+pub use bounds::{InstanceBounds, RequestBounds};
 pub use client_overrides::{ClientOverrides, SettingKind};
 pub use targets::{Target, TargetPolicy};
 pub use topics::internal_topic;
@@ -44,6 +44,10 @@ pub struct GrantPolicy {
     /// `policy.plugin.log.*`, `policy.plugin.tables.max`, ...: set for
     /// every instance, not asked for by a connector.
     pub bounds: InstanceBounds,
+    /// `policy.plugin.validate.timeout.ms`, `policy.plugin.validations.max`,
+    /// `policy.connector.config.keys.max`: what one REST request may make
+    /// the worker do.
+    pub requests: RequestBounds,
     /// `policy.object-store.*`, `policy.sql.urls`, `policy.kafka.bootstrap.servers`.
     pub targets: TargetPolicy,
     /// `policy.client.overrides`.
@@ -279,6 +283,7 @@ impl GrantPolicy {
         policy.tasks_max = u32::try_from(values.int("policy.tasks.max")).ok();
         policy.sql_pool_size_max = u32::try_from(values.int("policy.sql.pool.size.max")).ok();
         policy.bounds = InstanceBounds::from_worker(values);
+        policy.requests = RequestBounds::from_worker(values);
         match ClientOverrides::parse(values.list("policy.client.overrides")) {
             Ok(allowed) => policy.client_overrides = allowed,
             Err(e) => problems.push(Problem::new("policy.client.overrides", e)),

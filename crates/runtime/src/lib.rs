@@ -25,7 +25,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
@@ -63,13 +62,7 @@ struct Inner {
     engine: Engine,
     cache: ComponentCache,
     capability_metrics: Arc<CapabilityMetrics>,
-    validations: Arc<Semaphore>,
 }
-
-/// How many plugin `validate` calls may run at once. Each is an instance
-/// of up to the default memory budget that any REST client can start, so
-/// without a bound a burst of requests would take the worker's memory.
-pub const MAX_CONCURRENT_VALIDATIONS: usize = 2;
 
 /// A compiled plugin: what instances of it are made from.
 #[derive(Clone)]
@@ -90,8 +83,7 @@ impl Runtime {
         let engine = Engine::new(&config).map_err(|e| anyhow!("wasmtime engine: {e:?}"))?;
         start_epoch_ticker(&engine);
         let cache = ComponentCache::new(engine.clone(), cache_dir)?;
-        let validations = Arc::new(Semaphore::new(MAX_CONCURRENT_VALIDATIONS));
-        Ok(Runtime { inner: Arc::new(Inner { engine, cache, capability_metrics: Arc::default(), validations }) })
+        Ok(Runtime { inner: Arc::new(Inner { engine, cache, capability_metrics: Arc::default() }) })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -158,13 +150,6 @@ impl Runtime {
         self.instantiate_with(&linker, &plugin.component, name, grants, limits).await
     }
 
-    /// Waits for a turn to run a plugin's `validate` (see
-    /// [`MAX_CONCURRENT_VALIDATIONS`]); the probe must be dropped before it.
-    pub async fn validation_turn(&self) -> OwnedSemaphorePermit {
-        // The semaphore is never closed.
-        self.inner.validations.clone().acquire_owned().await.expect("validations semaphore closed")
-    }
-
     /// An instance for `metadata` and `validate`, which run no task: every
     /// capability is linked, with no grants, so a capability it calls
     /// answers with a fatal error.
@@ -221,28 +206,4 @@ fn start_epoch_ticker(engine: &Engine) {
             }
         })
         .expect("spawning the epoch thread");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn no_more_validations_run_at_once_than_the_bound() {
-        let dir = std::env::temp_dir().join(format!("spillway-runtime-test-{}", uuid::Uuid::new_v4()));
-        let runtime = Runtime::new(&dir).unwrap();
-        let mut turns = Vec::new();
-        for _ in 0..MAX_CONCURRENT_VALIDATIONS {
-            turns.push(runtime.validation_turn().await);
-        }
-        let waiting = tokio::spawn({
-            let runtime = runtime.clone();
-            async move { runtime.validation_turn().await }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "a validation ran past the bound of {MAX_CONCURRENT_VALIDATIONS}");
-        turns.pop();
-        let _turn = waiting.await.unwrap();
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }

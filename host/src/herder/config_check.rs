@@ -13,7 +13,9 @@ use super::{HerderError, HerderResult};
 use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
 use crate::kafka::clients::ClusterAccess;
 use crate::runtime::{Plugin, Runtime};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// How long the share group check may ask the broker before the config is
 /// let through with a warning, as when the broker cannot say.
@@ -22,6 +24,8 @@ const GROUP_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 /// One config to check, with what the loop knew when it was asked.
 pub struct ConfigCheck {
     pub(super) runtime: Runtime,
+    /// Turns to run a plugin's `validate`, shared by the worker's checks.
+    pub(super) validations: Arc<Semaphore>,
     pub(super) plugin_name: String,
     pub(super) plugin: Result<Plugin, Refusal>,
     pub(super) config: ConfigMap,
@@ -43,7 +47,8 @@ impl ConfigCheck {
     /// Connect's validation answer: every key's value and errors.
     pub async fn infos(&self) -> ConfigInfos {
         let plugin = self.plugin.as_ref().map_err(Refusal::clone);
-        validate::validate(&self.runtime, &self.plugin_name, plugin, &self.config, &self.defaults).await
+        validate::validate(&self.runtime, &self.validations, &self.plugin_name, plugin, &self.config, &self.defaults)
+            .await
     }
 
     /// Refuses a config with any validation error, listing them all, and a

@@ -7,10 +7,11 @@ use super::plugins::Refusal;
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
 use crate::config::KeyDef;
 use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connector_keys};
+use crate::policy::RequestBounds;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// The keys every connector takes, whatever its plugin, from the host's table.
 pub fn host_key_infos() -> Vec<ConfigKeyInfo> {
@@ -72,6 +73,7 @@ fn key_info(key: &ConfigKey, order: i32) -> ConfigKeyInfo {
 /// the key to blame.
 pub async fn validate(
     runtime: &Runtime,
+    validations: &Semaphore,
     plugin_name: &str,
     plugin: Result<&Plugin, Refusal>,
     config: &ConfigMap,
@@ -105,7 +107,7 @@ pub async fn validate(
                 }
             }
             keys.extend(plugin_key_infos(plugin));
-            for e in plugin_validate(runtime, plugin, config).await {
+            for e in plugin_validate(runtime, validations, plugin, config, &defaults.policy.requests).await {
                 errors.entry(e.0).or_default().push(e.1);
             }
         }
@@ -249,27 +251,32 @@ fn check_value(key: &ConfigKey, value: Option<&String>) -> Option<String> {
     (!ok).then(|| format!("Invalid value '{value}' for configuration {}", key.name))
 }
 
-/// How long a plugin's `validate` may run, instantiation included. It has no
-/// grants, so it has nothing to wait for but itself.
-pub const PLUGIN_VALIDATE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The plugin's own checks, in a throwaway instance with no grants.
-async fn plugin_validate(runtime: &Runtime, plugin: &Plugin, config: &ConfigMap) -> Vec<(String, String)> {
+/// The plugin's own checks, in a throwaway instance with no grants, within
+/// the worker's bounds: a turn among `bounds.validations`, and
+/// `bounds.validate_timeout` (instantiation included: with no grants, it
+/// has nothing to wait for but itself).
+async fn plugin_validate(
+    runtime: &Runtime,
+    validations: &Semaphore,
+    plugin: &Plugin,
+    config: &ConfigMap,
+    bounds: &RequestBounds,
+) -> Vec<(String, String)> {
     let pairs: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     // Waiting for a turn is not the plugin's time. Declared first, the turn
-    // is given back last, after the probe is gone.
-    let _turn = runtime.validation_turn().await;
+    // is given back last, after the probe is gone. The semaphore is never closed.
+    let _turn = validations.acquire().await.expect("the validations semaphore is never closed");
     let result = async {
         let mut probe = runtime.validation_probe(plugin).await?;
         probe.validate(&pairs).await.map_err(anyhow::Error::from)
     };
     // Dropping the call ends it: running wasm yields at every epoch tick.
-    match tokio::time::timeout(PLUGIN_VALIDATE_TIMEOUT, result).await {
+    match tokio::time::timeout(bounds.validate_timeout, result).await {
         Ok(Ok(errors)) => errors.into_iter().map(|e| (e.key, e.message)).collect(),
         Ok(Err(e)) => vec![("connector.class".into(), format!("the plugin's validate failed: {e:#}"))],
         Err(_) => vec![(
             "connector.class".into(),
-            format!("the plugin's validate did not return within {} s", PLUGIN_VALIDATE_TIMEOUT.as_secs()),
+            format!("the plugin's validate did not return within {} ms", bounds.validate_timeout.as_millis()),
         )],
     }
 }
@@ -359,7 +366,8 @@ mod tests {
             map(&[("name", "v"), ("connector.class", "nope"), ("tasks.max", "0"), ("errors.tolerance", "some")]);
         let none_installed = crate::herder::PluginRegistry::default();
         let missing = none_installed.resolve("nope", &Default::default());
-        let infos = validate(&runtime, "nope", missing, &config, &WorkerDefaults::default()).await;
+        let turns = Semaphore::new(1);
+        let infos = validate(&runtime, &turns, "nope", missing, &config, &WorkerDefaults::default()).await;
         let errors_of = |key: &str| {
             infos.configs.iter().find(|c| c.value.name == key).map(|c| c.value.errors.len()).unwrap_or_default()
         };

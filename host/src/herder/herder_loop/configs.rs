@@ -140,11 +140,12 @@ impl HerderLoop {
         config: ConfigMap,
         previous: Option<ConfigMap>,
     ) -> HerderResult<ConfigCheck> {
-        check_key_count(&config).map_err(HerderError::BadRequest)?;
+        check_key_count(&config, &self.config.defaults).map_err(HerderError::BadRequest)?;
         let plugin_name = plugin_name.unwrap_or_else(|| config.get("connector.class").cloned().unwrap_or_default());
         let plugin = self.plugins.resolve(&plugin_name, &PluginPick::of(&config)).cloned();
         Ok(ConfigCheck {
             runtime: self.worker.runtime.clone(),
+            validations: self.validations.clone(),
             plugin_name,
             plugin,
             config,

@@ -22,8 +22,9 @@ use crate::task::ActiveTopics;
 use group::work_set;
 use restarts::RestartPlan;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 pub struct HerderLoop {
     config: WorkerConfig,
@@ -41,6 +42,9 @@ pub struct HerderLoop {
     /// Restarts answered (and recorded) but not yet carried out.
     pending_restarts: Vec<(String, RestartPlan)>,
     event_receiver: Option<mpsc::UnboundedReceiver<TaskEvent>>,
+    /// Turns to run a plugin's `validate`: `policy.plugin.validations.max`
+    /// at once, as each is an instance any REST client can start.
+    validations: Arc<Semaphore>,
     stopping: bool,
     /// What runs here: connector instances and tasks.
     pub(super) worker: Worker,
@@ -91,6 +95,7 @@ impl HerderLoop {
         }
         let (events, event_receiver) = mpsc::unbounded_channel();
         let worker = Worker::new(runtime, config.bootstrap().to_string(), events);
+        let validations = Arc::new(Semaphore::new(config.defaults.policy.requests.validations));
         let mut herder = HerderLoop {
             config,
             plugins,
@@ -101,6 +106,7 @@ impl HerderLoop {
             membership,
             pending_restarts: Vec::new(),
             event_receiver: Some(event_receiver),
+            validations,
             stopping: false,
             worker,
         };
