@@ -1488,14 +1488,16 @@ async fn secrets_are_hidden_and_config_providers_resolve_them_in_the_host() {
 /// the call's 30 s timeout); each validation ends at the worker's
 /// `policy.plugin.validate.timeout.ms` (3 s here), as an error on
 /// `connector.class`, and a create with that config is refused. With
-/// `policy.plugin.validations.max=1`, of two such validations asked at once
-/// the second runs only after the first has ended.
+/// `policy.plugin.validations.max=3`, of four such validations asked at
+/// once three run together (on 2 cores: `/health` still answers) and the
+/// fourth only after they have ended (with the default of 2, or no bound,
+/// three never end while one still runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
     let env = env();
     let mut defaults = WorkerDefaults::default();
     defaults.policy.requests.validate_timeout = Duration::from_secs(3);
-    defaults.policy.requests.validations = 1;
+    defaults.policy.requests.validations = 3;
     let host = Host::start_with(&env.bootstrap, &env.dir.path().join("state.json"), &plugin_dir(), defaults).await;
     let topic = env.topic("spin", 1);
     let spinning = config("misbehave", &topic, 1, &[("name", "spin"), ("validate.mode", "loop")]);
@@ -1504,12 +1506,12 @@ async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
             host.http.put(format!("{}/connector-plugins/misbehave/config/validate", host.url)).json(&spinning);
         tokio::spawn(async move { read(request.send().await.expect("request")).await })
     };
-    let validations = [validate(), validate()];
+    let validations = [validate(), validate(), validate(), validate()];
     let mut answers = 0;
     let mut slowest = Duration::ZERO;
-    let mut one_ended_alone = false;
+    let mut three_ended_one_ran = false;
     while !validations.iter().all(|v| v.is_finished()) {
-        one_ended_alone |= validations.iter().filter(|v| v.is_finished()).count() == 1;
+        three_ended_one_ran |= validations.iter().filter(|v| v.is_finished()).count() == 3;
         let asked = std::time::Instant::now();
         let (status, body) = host.get("/health").await;
         assert_eq!(status, 200, "{body}");
@@ -1519,7 +1521,7 @@ async fn a_plugin_spinning_in_validate_holds_up_no_other_request() {
     }
     assert!(slowest < Duration::from_secs(1), "the slowest of {answers} /health answers took {slowest:?}");
     assert!(answers > 10, "/health was asked only {answers} times while validate ran");
-    assert!(one_ended_alone, "the two validations ended together: they ran at once, past validations.max=1");
+    assert!(three_ended_one_ran, "never three validations ended while the fourth ran: validations.max=3 not kept");
     for validation in validations {
         let (status, infos) = validation.await.unwrap();
         assert_eq!(status, 200, "{infos}");

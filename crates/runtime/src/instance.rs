@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, Store};
+use wasmtime::{Engine, Store, UpdateDeadline};
 
 /// Why a call into a plugin did not give a result.
 #[derive(Debug, Clone)]
@@ -85,7 +85,11 @@ impl PluginInstance {
         store.limiter(|state| &mut state.limiter);
         // Running wasm yields to the executor at every epoch tick, so that
         // the call's deadline and a stop are seen even in an endless loop.
-        store.epoch_deadline_async_yield_and_update(1);
+        // Through tokio's yield_now, which lets the worker poll its I/O
+        // driver before the task runs again: a task that wakes itself (the
+        // plain yield) leaves sockets unread for 61 polls, and two spinning
+        // plugins kept `/health` waiting over a second.
+        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))));
         store.set_epoch_deadline(1);
         // Instantiation runs the plugin's start-up code: bound it as a call.
         let bindings =
