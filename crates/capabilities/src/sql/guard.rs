@@ -27,14 +27,27 @@ const ALLOWED_STATEMENTS: &str = "SELECT, INSERT (and REPLACE), UPDATE, DELETE, 
 /// The functions a statement may call: aggregates, and what computes on
 /// values. Nothing that reads files, runs programs or reaches other servers.
 /// Which session a statement ran on (`connection_id`, `pg_backend_pid`) is
-/// allowed: a sink may log it, and it reaches nothing.
+/// allowed: a sink may log it, and it reaches nothing. Nothing that sleeps
+/// or builds a string of a size it is given (`repeat`, `lpad`) either: the
+/// database's time and memory are the operator's.
 #[rustfmt::skip]
 const ALLOWED_FUNCTIONS: &[&str] = &[
-    "abs", "avg", "ceil", "ceiling", "char_length", "coalesce", "concat", "connection_id", "count", "current_date",
-    "current_time", "current_timestamp", "date", "date_trunc", "datetime", "floor", "greatest", "ifnull",
-    "json_extract", "julianday", "least", "length", "localtimestamp", "lower", "ltrim", "max", "min", "mod", "now",
-    "nullif", "pg_backend_pid", "round", "rtrim", "sign", "strftime", "sum", "to_timestamp", "trim", "unixepoch",
-    "upper", "values",
+    // Aggregates and window functions.
+    "array_agg", "avg", "bool_and", "bool_or", "count", "dense_rank", "first_value", "group_concat", "lag",
+    "last_value", "lead", "max", "min", "rank", "row_number", "string_agg", "sum",
+    // Values: choice, numbers, text, bytes.
+    "abs", "ceil", "ceiling", "coalesce", "exp", "floor", "greatest", "if", "ifnull", "iif", "least", "ln", "log",
+    "mod", "nullif", "power", "round", "sign", "sqrt", "char_length", "concat", "concat_ws", "hex", "instr",
+    "left", "length", "lower", "ltrim", "md5", "octet_length", "replace", "right", "rtrim", "sha1", "sha2",
+    "strpos", "substr", "substring", "trim", "typeof", "unhex", "upper",
+    // Time.
+    "current_date", "current_time", "current_timestamp", "date", "date_format", "date_part", "date_trunc",
+    "datetime", "from_unixtime", "julianday", "localtimestamp", "now", "strftime", "to_char", "to_timestamp",
+    "unix_timestamp", "unixepoch", "utc_timestamp",
+    // JSON, identifiers, and which session ran the statement.
+    "json_array", "json_build_array", "json_build_object", "json_extract", "json_object", "json_unquote",
+    "jsonb_build_object", "to_json", "to_jsonb", "gen_random_uuid", "uuid", "connection_id", "pg_backend_pid",
+    "values",
 ];
 
 /// Refuses a statement the capability does not run; the message says why.
@@ -42,8 +55,12 @@ pub fn check(pool: &Pool, sql: &str) -> Result<(), String> {
     let dialect = dialect(pool);
     let unreadable =
         |e: &dyn std::fmt::Display| format!("refused: {} cannot read this statement: {e}", pool.dialect_name());
-    let tokens = Tokenizer::new(dialect.as_ref(), sql).tokenize().map_err(|e| unreadable(&e))?;
+    // Unescaped: the checks see each string literal as written.
+    let tokens = Tokenizer::new(dialect.as_ref(), sql).with_unescape(false).tokenize().map_err(|e| unreadable(&e))?;
     check_tokens(pool, &tokens)?;
+    if let Pool::MySql(_) = pool {
+        check_versioned_comments(sql)?;
+    }
     let statements = Parser::parse_sql(dialect.as_ref(), sql).map_err(|e| unreadable(&e))?;
     let statement = match statements.as_slice() {
         [one] => one,
@@ -103,10 +120,37 @@ fn check_tokens(pool: &Pool, tokens: &[Token]) -> Result<(), String> {
             }
             // Server and session variables.
             (Pool::MySql(_), Token::Word(w)) => w.value.starts_with('@'),
+            // A backslash in a string is an escape or a character as the
+            // server's mode says (MySQL's NO_BACKSLASH_ESCAPES,
+            // PostgreSQL's standard_conforming_strings), so where the string
+            // ends is the server's to say. E'...' escapes whatever the mode.
+            (Pool::MySql(_), Token::SingleQuotedString(s) | Token::DoubleQuotedString(s))
+            | (Pool::MySql(_) | Pool::Postgres(_), Token::NationalStringLiteral(s))
+            | (Pool::Postgres(_), Token::SingleQuotedString(s)) => s.contains('\\'),
             _ => false,
         };
         if refused {
             return Err(format!("refused: '{token}' is read otherwise by the database than by the guard"));
+        }
+    }
+    Ok(())
+}
+
+/// MySQL runs `/*!NNNNN code */` on servers of version NNNNN and later,
+/// reading five digits (MariaDB up to six), and the rest as code; the parser
+/// skips every digit. So a version is five digits and a blank, or none:
+/// `/*!500001abc` is read as `abc` by the parser and `1abc` by MySQL.
+fn check_versioned_comments(sql: &str) -> Result<(), String> {
+    for (at, _) in sql.match_indices("/*!") {
+        let rest = &sql[at + 3..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let blank_after = rest.as_bytes().get(digits).is_some_and(u8::is_ascii_whitespace);
+        if !(digits == 0 || (digits == 5 && blank_after)) {
+            let shown: String = sql[at..].chars().take(3 + digits + 1).collect();
+            return Err(format!(
+                "refused: '{shown}': a versioned comment's version is five digits and a blank, read otherwise by \
+                 the database than by the guard"
+            ));
         }
     }
     Ok(())
@@ -217,11 +261,16 @@ impl Guard<'_> {
             Pool::MySql(_) => false,
             Pool::Sqlite(_) => part.starts_with("sqlite_") || part.starts_with("pragma_"),
         };
-        // Qualified names a sink may use: PostgreSQL's schema.table, and
-        // SQLite's main.table; MySQL's db.table is another database.
+        // Qualified names a sink may use: PostgreSQL's schema.table,
+        // SQLite's main.table, and MySQL's db.table of the granted database
+        // (its name as the URL gives it: names are case-sensitive there).
         let qualified_ok = match self.pool {
             Pool::Postgres(_) => parts.len() <= 2,
-            Pool::MySql(_) => parts.len() == 1,
+            Pool::MySql(pool) => {
+                let granted = pool.connect_options().get_database().map(str::to_string);
+                let first = name.0.first().and_then(|part| part.as_ident()).map(|i| i.value.clone());
+                parts.len() == 1 || (parts.len() == 2 && granted.is_some() && first == granted)
+            }
             Pool::Sqlite(_) => parts.len() == 1 || (parts.len() == 2 && parts[0] == "main"),
         };
         if !qualified_ok || parts.iter().any(String::is_empty) {
@@ -360,6 +409,11 @@ mod tests {
             (&lite, "SELECT CAST(strftime('%s', at) AS INTEGER) FROM t WHERE id = 1"),
             (&pg, "SELECT pg_backend_pid()"),
             (&my, "SELECT CONNECTION_ID()"),
+            // The granted database by name (the pools' URLs name `x`).
+            (&my, "SELECT a FROM x.t JOIN `x`.`u` ON t.a = u.a"),
+            (&my, "SELECT 1 /*!50000 , 2 */"),
+            (&my, "SELECT 'it''s', date_format(at, '%Y'), concat_ws('-', a, b), row_number() OVER (ORDER BY a) FROM t"),
+            (&pg, "SELECT string_agg(a, ','), json_build_object('a', a), to_char(at, 'YYYY') FROM t GROUP BY b"),
         ] {
             assert_eq!(check(pool, sql), Ok(()), "{} refused {sql}", pool.dialect_name());
         }
@@ -426,6 +480,16 @@ mod tests {
             (&lite, "SELECT * FROM pragma_database_list", "catalogue"),
             (&pg, "CREATE TABLE t (a oid REFERENCES pg_authid(oid))", "catalogue"),
             (&my, "ALTER TABLE t ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES mysql.user (x)", "outside the granted"),
+            // Found in review after the parser came in.
+            (&my, "SELECT * FROM X.t", "outside the granted database"),
+            (&my, "SELECT * FROM other.t", "outside the granted database"),
+            (&my, "SELECT a /*!500001abc */ FROM t", "versioned comment"),
+            (&my, "SELECT 1 /*!5 , 2 */", "versioned comment"),
+            (&my, "SELECT 'a\\'' , 'b' FROM t", "read otherwise"),
+            (&my, "SELECT \"a\\\\\" FROM t", "read otherwise"),
+            (&pg, "SELECT '\\', 'x' FROM t", "read otherwise"),
+            (&pg, "SELECT pg_sleep(3600)", "'pg_sleep' is not a function"),
+            (&my, "SELECT repeat('x', 1000000000)", "'repeat' is not a function"),
         ] {
             match check(pool, sql) {
                 Err(err) if err.contains(why) => {}
