@@ -8,6 +8,7 @@ pub mod group_member;
 pub mod groups;
 pub mod positions;
 pub mod producer;
+pub mod read_to_end;
 pub mod security;
 pub mod share;
 pub mod target;

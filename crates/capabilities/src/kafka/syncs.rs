@@ -5,14 +5,13 @@
 //! they describe, so they commit or abort with them.
 
 use super::bindings::spillway::kafka::producer::{OffsetSync, OutputRecord};
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+use spillway_kafka::read_to_end::read_to_end;
 use spillway_kafka::target::{SendError, TargetCluster};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Syncs kept per source partition when read back: enough to translate
 /// offsets a little behind the newest.
@@ -130,84 +129,40 @@ impl SyncWriter {
     }
 }
 
-/// Reads every committed sync of `connector` from `topic`, keeping the
-/// newest [`SYNCS_KEPT_PER_PARTITION`] per source partition. Blocking.
+/// Reads every committed sync of `connector` from `topic` (to its end as
+/// the read starts), keeping the newest [`SYNCS_KEPT_PER_PARTITION`] per
+/// source partition. Blocking.
 pub fn read(
     settings: &[(String, String)],
     topic: &str,
     connector: &str,
     timeout: Duration,
 ) -> Result<Vec<OffsetSync>, SendError> {
-    let mut config = ClientConfig::new();
-    for (k, v) in settings {
-        config.set(k, v);
-    }
-    let consumer: BaseConsumer = config
-        .set("group.id", format!("spillway-offset-syncs-reader-{connector}"))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .map_err(|e| SendError::Fatal(format!("a reader of {topic}: {e}")))?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|e| SendError::Retriable(format!("reading metadata of {topic}: {e}")))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic && t.error().is_none())
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut list = TopicPartitionList::new();
-    for p in &partitions {
-        list.add_partition_offset(topic, *p, Offset::Beginning).map_err(|e| SendError::Fatal(e.to_string()))?;
-    }
-    consumer.assign(&list).map_err(|e| SendError::Retriable(format!("reading {topic}: {e}")))?;
-    // A partition reports its end again after each record written since:
-    // only a partition whose last event was its end counts as read.
-    let mut at_end = std::collections::BTreeSet::new();
     let mut by_partition: BTreeMap<(String, i32), BTreeMap<i64, OffsetSync>> = BTreeMap::new();
-    let deadline = Instant::now() + timeout;
-    while at_end.len() < partitions.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(SendError::Retriable(format!("reading {topic} did not reach its end in time")));
+    let reader_group = format!("spillway-offset-syncs-reader-{connector}");
+    read_to_end(settings, topic, &reader_group, timeout, |message| {
+        let Some(stored) = message.payload().and_then(|v| serde_json::from_slice::<Stored>(v).ok()) else {
+            return;
+        };
+        if stored.connector != connector {
+            return;
         }
-        match consumer.poll(left.min(Duration::from_millis(500))) {
-            None => {}
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                at_end.insert(p);
-            }
-            Some(Err(e)) => return Err(SendError::Retriable(format!("reading {topic}: {e}"))),
-            Some(Ok(message)) => {
-                at_end.remove(&message.partition());
-                let Some(stored) = message.payload().and_then(|v| serde_json::from_slice::<Stored>(v).ok()) else {
-                    continue;
-                };
-                if stored.connector != connector {
-                    continue;
-                }
-                let syncs = by_partition.entry((stored.source_topic.clone(), stored.source_partition)).or_default();
-                syncs.insert(
-                    stored.source_offset,
-                    OffsetSync {
-                        source_topic: stored.source_topic,
-                        source_partition: stored.source_partition,
-                        source_offset: stored.source_offset,
-                        target_topic: stored.target_topic,
-                        target_partition: stored.target_partition,
-                        target_offset: stored.target_offset,
-                    },
-                );
-                while syncs.len() > SYNCS_KEPT_PER_PARTITION {
-                    syncs.pop_first();
-                }
-            }
+        let syncs = by_partition.entry((stored.source_topic.clone(), stored.source_partition)).or_default();
+        syncs.insert(
+            stored.source_offset,
+            OffsetSync {
+                source_topic: stored.source_topic,
+                source_partition: stored.source_partition,
+                source_offset: stored.source_offset,
+                target_topic: stored.target_topic,
+                target_partition: stored.target_partition,
+                target_offset: stored.target_offset,
+            },
+        );
+        while syncs.len() > SYNCS_KEPT_PER_PARTITION {
+            syncs.pop_first();
         }
-    }
+    })?;
     Ok(by_partition.into_values().flat_map(BTreeMap::into_values).collect())
 }
 
