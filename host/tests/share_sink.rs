@@ -620,3 +620,60 @@ async fn a_slow_plugins_next_batch_is_fetched_during_put_and_nothing_repeats() {
     assert!(ahead > 0, "never fetched during put()");
     herder.shutdown().await.unwrap();
 }
+
+/// A connector's `share.*` keys are set as its share group's configs, read
+/// back and shown in the task's status (the delivery limit the task keeps
+/// is the one set); a value the broker refuses fails the task with the
+/// broker's words; and a second connector may not join a group whose
+/// configs another sets. On Apache Kafka (the mock serves no group configs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connectors_share_group_configs_are_set_read_back_and_refused_in_its_words() {
+    let broker = Broker::start_or_env();
+    if broker.is_mock() {
+        eprintln!("skipped on librdkafka's mock, which serves no group configs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let topic = unique("group-configs");
+    let asked = [
+        ("share.record.lock.duration.ms", "20000"),
+        ("share.delivery.count.limit", "3"),
+        ("share.isolation.level", "read_committed"),
+        ("share.auto.offset.reset", "latest"),
+    ];
+    // Names of their own: a group's configs outlive it on the broker.
+    let (name, joining, too_long) = (unique("configs"), unique("joining"), unique("too-long"));
+    herder.create(name.clone(), connector_config(&name, &topic, dir.path(), 1, &asked), None).await.unwrap();
+    wait_running(&herder, &name, 1).await;
+    let status = herder.task_status(name.clone(), 0).await.unwrap();
+    let delivery = status.delivery.expect("a share task's status has its delivery rules");
+    for (key, value) in asked {
+        assert_eq!(delivery.rules.group_configs.get(key).map(String::as_str), Some(value), "{key}: {delivery:?}");
+    }
+    assert_eq!(delivery.rules.delivery_count_limit, 3, "{delivery:?}");
+    assert_eq!(delivery.rules.limit_source, "group config share.delivery.count.limit");
+
+    // Another connector may not join that group, nor set the configs of a
+    // group another connector is in.
+    let group = format!("connect-{name}");
+    let joins = [("consumer.override.group.id", group.as_str())];
+    let err = herder.create(joining.clone(), connector_config(&joining, &topic, dir.path(), 1, &joins), None).await;
+    let err = err.unwrap_err();
+    assert!(matches!(&err, HerderError::BadRequest(m) if m.contains("must be alone in the group")), "{err:?}");
+
+    // Above the broker's group.share.max.record.lock.duration.ms (60000).
+    let longer = [("share.record.lock.duration.ms", "120000")];
+    herder.create(too_long.clone(), connector_config(&too_long, &topic, dir.path(), 1, &longer), None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let trace = loop {
+        let status = herder.status(too_long.clone()).await.unwrap();
+        if let Some(failed) = status.tasks.iter().find(|t| t.state == State::Failed) {
+            break failed.trace.clone().unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "the task never failed: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(trace.contains("share.record.lock.duration.ms=120000") && trace.contains("InvalidConfig"), "{trace}");
+    herder.shutdown().await.unwrap();
+}

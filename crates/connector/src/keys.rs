@@ -12,12 +12,13 @@ use std::sync::LazyLock;
 /// table (`spillway config-keys`) all come from it. Keys it does not define
 /// are the plugin's to check, as in Connect.
 pub fn connector_keys() -> &'static ConfigDef {
-    static KEYS: LazyLock<ConfigDef> = LazyLock::new(|| {
-        use Importance::{High, Low, Medium};
-        let key = KeyDef::new;
-        let credential =
-            "A credential of the grant, for a capability that takes one; hidden wherever the config is shown.";
-        ConfigDef::new()
+    static KEYS: LazyLock<ConfigDef> =
+        LazyLock::new(|| {
+            use Importance::{High, Low, Medium};
+            let key = KeyDef::new;
+            let credential =
+                "A credential of the grant, for a capability that takes one; hidden wherever the config is shown.";
+            ConfigDef::new()
             .group(
                 "Common",
                 [
@@ -144,6 +145,52 @@ pub fn connector_keys() -> &'static ConfigDef {
                 ]
                 .into_iter()
                 .chain(secret_override_keys()),
+            )
+            .group(
+                "Share group",
+                [
+                    key(
+                        "share.record.lock.duration.ms",
+                        Type::Long,
+                        Medium,
+                        "Set as the share group's own share.record.lock.duration.ms (KIP-932's group config): how \
+                         long a task holds a record before the broker gives it to another. The broker keeps it \
+                         within its group.share.min/max.record.lock.duration.ms (15000 to 60000 by default); \
+                         outside, the task fails with the broker's error. Unset: the group's or broker's (30000).",
+                    )
+                    .with_validator(Validator::at_least(1000)),
+                    key(
+                        "share.delivery.count.limit",
+                        Type::Int,
+                        Medium,
+                        "Set as the share group's share.delivery.count.limit: deliveries the broker allows a record \
+                         before it archives it (the task dead-letters a still-failing record on its last one). \
+                         Within the broker's group.share.min/max.delivery.count.limit (2 to 10 by default).",
+                    )
+                    .with_validator(Validator::at_least(2)),
+                    key(
+                        "share.isolation.level",
+                        Type::String,
+                        Medium,
+                        "Set as the share group's share.isolation.level: read_committed hands out only records of \
+                         committed transactions. Unset: the group's or broker's (read_uncommitted).",
+                    )
+                    .with_validator(Validator::one_of(&["read_committed", "read_uncommitted"])),
+                    key(
+                        "share.auto.offset.reset",
+                        Type::String,
+                        Medium,
+                        "Set as the share group's share.auto.offset.reset, over any the group has: earliest, \
+                         latest, or by_duration:<ISO-8601 duration>. Unset: consumer.override.auto.offset.reset \
+                         (earliest unless given) where the group has no setting of its own.",
+                    )
+                    .with_validator(Validator::new("earliest, latest, by_duration:<ISO-8601 duration>", |v| match v {
+                        Value::String(s) if !is_reset(s) => {
+                            Err("String must be earliest, latest or by_duration:<ISO-8601 duration>".into())
+                        }
+                        _ => Ok(()),
+                    })),
+                ],
             )
             .group(
                 "Errors",
@@ -274,7 +321,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                     key("plugin.grant.random", Type::Boolean, Low, NO_LONGER_NEEDED),
                 ]),
             )
-    });
+        });
     &KEYS
 }
 
@@ -305,5 +352,19 @@ fn check_digest(digest: &str) -> Result<(), String> {
         _ => {
             Err(format!("'{digest}' is not a digest: write sha256: and 64 hex digits, as GET /connector-plugins shows"))
         }
+    }
+}
+
+/// The connector keys set as its share group's configs, named as Kafka
+/// names the group configs.
+pub const SHARE_GROUP_CONFIGS: [&str; 4] =
+    ["share.record.lock.duration.ms", "share.delivery.count.limit", "share.isolation.level", "share.auto.offset.reset"];
+
+/// `earliest`, `latest` or `by_duration:PnDTnHnMnS` (Kafka checks the
+/// duration itself; this refuses what is plainly not one).
+fn is_reset(value: &str) -> bool {
+    match value.strip_prefix("by_duration:") {
+        Some(duration) => duration.starts_with('P') && duration.len() > 1 && duration.is_ascii(),
+        None => value == "earliest" || value == "latest",
     }
 }

@@ -14,7 +14,7 @@ mod tests;
 mod topics_regex;
 mod version_range;
 
-pub use keys::connector_keys;
+pub use keys::{SHARE_GROUP_CONFIGS, connector_keys};
 pub use parse::check_key_count;
 pub use spillway_config::Problem as ConfigProblem;
 pub use topics_regex::topics_pattern;
@@ -66,6 +66,9 @@ pub struct ConnectorConfig {
     pub topics_refresh: Option<Duration>,
     pub group_protocol: GroupProtocol,
     pub group_id: String,
+    /// The share group's configs the connector sets on it (its `share.*`
+    /// keys given, named as Kafka's group configs).
+    pub share_group_configs: BTreeMap<String, String>,
     /// The worker's client settings under the connector's
     /// `consumer.override.*`, `producer.override.*` and `admin.override.*`.
     pub clients: ClientSettings,

@@ -2,7 +2,7 @@
 //! every key checked against the table, the grants against the worker's
 //! policy, and every problem reported with no secret in its message.
 
-use super::keys::REFRESH_KEY;
+use super::keys::{REFRESH_KEY, SHARE_GROUP_CONFIGS};
 use super::*;
 use regex::Regex;
 use spillway_capabilities as capabilities;
@@ -174,6 +174,21 @@ impl ConnectorConfig {
             }
         }
         grants.bounds = worker.policy.bounds.clone();
+        let share_group_configs: BTreeMap<String, String> = SHARE_GROUP_CONFIGS
+            .iter()
+            .filter(|key| given(key))
+            .map(|key| (key.to_string(), raw[*key].trim().to_string()))
+            .collect();
+        if group_protocol == GroupProtocol::Classic {
+            for key in share_group_configs.keys() {
+                problems.push(ConfigProblem {
+                    key: key.clone(),
+                    message: "a share group's config, and this connector's group is a classic consumer group \
+                              (consumer.override.group.protocol)"
+                        .into(),
+                });
+            }
+        }
         if group_protocol == GroupProtocol::Share
             && let Some((name, _)) = grants.kafka.iter().find(|(_, g)| g.exactly_once)
         {
@@ -195,6 +210,7 @@ impl ConnectorConfig {
             topics_refresh,
             group_protocol,
             group_id,
+            share_group_configs,
             clients,
             batch_max_records: values.int("batch.max.records") as usize,
             errors,

@@ -299,7 +299,32 @@ fn grant_keys_old_and_new_find_their_entries() {
         assert_eq!(keys.find(key).map(|k| k.name()), Some(entry), "{key}");
     }
     assert!(keys.find("plugin.grant.fs.My_Dir.path").is_none(), "a grant's name is [a-z0-9-]+");
-    assert!(keys.find("share.delivery.count.limit").is_none(), "read from the broker, not configured");
+    // Set on the connector's share group, not a client setting.
+    assert_eq!(keys.find("share.delivery.count.limit").map(|k| k.group()), Some("Share group"));
+}
+
+/// The `share.*` keys given become the share group's configs, checked by
+/// the table; a classic group has no share group to set them on.
+#[test]
+fn share_group_keys_are_the_groups_configs_and_refused_for_a_classic_group() {
+    let asked = [("share.record.lock.duration.ms", "20000"), ("share.auto.offset.reset", "by_duration:PT1H")];
+    let parsed = ConnectorConfig::parse(&config(&asked), &WorkerDefaults::default()).unwrap();
+    let expected: BTreeMap<String, String> = asked.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(parsed.share_group_configs, expected);
+    assert!(ConnectorConfig::parse(&config(&[]), &WorkerDefaults::default()).unwrap().share_group_configs.is_empty());
+
+    let classic = config(&[("consumer.override.group.protocol", "classic"), asked[0]]);
+    assert_eq!(problems_of(&classic).iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), [asked[0].0]);
+    for (key, bad) in [
+        ("share.auto.offset.reset", "yesterday"),
+        ("share.auto.offset.reset", "by_duration:1h"),
+        ("share.delivery.count.limit", "1"),
+        ("share.isolation.level", "serializable"),
+        ("share.record.lock.duration.ms", "999"),
+    ] {
+        let problems = problems_of(&config(&[(key, bad)]));
+        assert_eq!(problems.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), [key], "{key}={bad}");
+    }
 }
 
 #[test]

@@ -126,12 +126,15 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
             // unless the connector overrides auto.offset.reset.
             let reset = config.clients.for_role(Role::Consumer).into_iter().find(|(k, _)| k == "auto.offset.reset");
             share.auto_offset_reset = Some(reset.map_or_else(|| "earliest".to_string(), |(_, v)| v));
+            share.group_configs = config.share_group_configs.clone();
             let consumer = ShareConsumer::connect(share).await.context("joining the share group")?;
             let limit = consumer.delivery_limit();
             tracing::info!(task = name, limit = limit.limit, source = limit.source, "share delivery count limit");
+            tracing::info!(task = name, configs = ?consumer.group_configs(), "share group configs");
             let _ = spec.metrics.share_delivery.set(ShareDelivery {
                 delivery_count_limit: limit.limit,
                 limit_source: limit.source.clone(),
+                group_configs: consumer.group_configs().clone(),
                 locks: "a record held or retried is flushed or released shortly before its acquisition lock runs \
                         out: this client does not renew locks (KIP-1222)"
                     .into(),

@@ -1,7 +1,7 @@
 //! Per-task counters, read by the run summary and `GET /metrics`.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -79,6 +79,11 @@ pub struct ShareDelivery {
     /// Where the limit came from (the group's config, the broker's, or
     /// Kafka's default when the broker does not say).
     pub limit_source: String,
+    /// The group's configs as the broker has them after the task joined:
+    /// those the connector set (`share.*`), read back, and the broker's
+    /// defaults for the rest.
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, String>,
     /// What happens to the locks of records held or retried for long.
     pub locks: String,
 }

@@ -376,6 +376,6 @@ mod tests {
             assert_eq!(errors_of(key), 1, "{key}: {infos:#?}");
         }
         assert_eq!(infos.error_count, 5);
-        assert_eq!(infos.groups, ["Common", "Consumer", "Errors", "Plugin sandbox", "Grants", "Plugin"]);
+        assert_eq!(infos.groups, ["Common", "Consumer", "Share group", "Errors", "Plugin sandbox", "Grants", "Plugin"]);
     }
 }

@@ -1,15 +1,19 @@
 //! The share group's configs that the host reads or sets on the broker: the
-//! delivery count limit, read so that the task's handling of a record's last
-//! delivery follows the broker's rule instead of a copy the user must keep
-//! in step, and where a new group starts reading.
+//! ones a connector sets (`share.*`, KIP-932's group configs), the delivery
+//! count limit, read so that the task's handling of a record's last delivery
+//! follows the broker's rule instead of a copy the user must keep in step,
+//! and where a new group starts reading.
 
 use super::cluster::Cluster;
+use super::error::ShareError;
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
 
 /// Kafka's default `group.share.delivery.count.limit`.
 pub const KAFKA_DEFAULT_DELIVERY_LIMIT: u16 = 5;
@@ -123,6 +127,103 @@ pub(crate) async fn start_position(cluster: &Cluster, group: &str, reset: &str) 
         Ok(None) => "left to the broker: IncrementalAlterConfigs answered nothing".into(),
         Err(e) => format!("left to the broker: IncrementalAlterConfigs failed: {e}"),
     }
+}
+
+/// Sets the connector's `configs` on its share group (one
+/// IncrementalAlterConfigs, before the join). The connector asked for them,
+/// so a broker that refuses (a value outside its bounds, no ALTER_CONFIGS
+/// right on the group, no group configs at all) fails the task with its
+/// words rather than leaving the broker's default in silence.
+pub(crate) async fn set_group_configs(
+    cluster: &Cluster,
+    group: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), ShareError> {
+    if configs.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let refused =
+        |why: String| ShareError::Config(format!("setting {} on share group {group} failed: {why}", named.join(", ")));
+    let Some(alter) = cluster.versions.served::<IncrementalAlterConfigsRequest>() else {
+        return Err(refused("the broker serves no IncrementalAlterConfigs (no group configs)".into()));
+    };
+    let node = cluster.any_broker().ok_or_else(|| refused("no broker known".into()))?;
+    let conn = cluster.broker(node).await?;
+    let alterable = configs.iter().map(|(key, value)| {
+        AlterableConfig::default()
+            .with_name(StrBytes::from_string(key.clone()))
+            .with_config_operation(OPERATION_SET)
+            .with_value(Some(StrBytes::from_string(value.clone())))
+    });
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(RESOURCE_GROUP)
+            .with_resource_name(StrBytes::from_string(group.to_string()))
+            .with_configs(alterable.collect()),
+    ]);
+    let reply: IncrementalAlterConfigsResponse = conn.send(&request, alter, cluster.timeout).await?;
+    match reply.responses.first() {
+        Some(result) if result.error_code == 0 => Ok(()),
+        Some(result) => {
+            let error = ResponseError::try_from_code(result.error_code)
+                .map_or_else(|| format!("error {}", result.error_code), |e| format!("{e:?}"));
+            let message = result.error_message.as_ref().map(|m| format!(": {}", m.as_str())).unwrap_or_default();
+            Err(refused(format!("{error}{message}")))
+        }
+        None => Err(refused("IncrementalAlterConfigs answered nothing".into())),
+    }
+}
+
+/// The group's `keys` as the broker has them once those `set` read back as
+/// set: a broker applies a group config through the controller's metadata,
+/// so one asked at once may still answer the old value for a moment. After
+/// a few seconds, what it answers then.
+pub(crate) async fn settled_group_configs(
+    cluster: &Cluster,
+    group: &str,
+    keys: &[&str],
+    set: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut tries = 20;
+    loop {
+        let configs = group_configs(cluster, group, keys).await;
+        tries -= 1;
+        if tries == 0 || set.iter().all(|(key, value)| configs.get(key) == Some(value)) {
+            return configs;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+/// The group's `keys` as the broker now has them (its own, or the broker's
+/// defaults), for the task's status: what was set, read back.
+async fn group_configs(cluster: &Cluster, group: &str, keys: &[&str]) -> BTreeMap<String, String> {
+    let Some(describe) = cluster.versions.served::<DescribeConfigsRequest>() else {
+        return BTreeMap::new();
+    };
+    let Some(node) = cluster.any_broker() else {
+        return BTreeMap::new();
+    };
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_GROUP)
+            .with_resource_name(StrBytes::from_string(group.to_string()))
+            .with_configuration_keys(Some(keys.iter().map(|k| StrBytes::from_string(k.to_string())).collect())),
+    ]);
+    let reply = match cluster.broker(node).await {
+        Ok(conn) => conn.send(&request, describe, cluster.timeout).await,
+        Err(e) => Err(e),
+    };
+    let Ok(reply) = reply else { return BTreeMap::new() };
+    let Some(result) = reply.results.iter().find(|r| r.resource_type == RESOURCE_GROUP && r.error_code == 0) else {
+        return BTreeMap::new();
+    };
+    result
+        .configs
+        .iter()
+        .filter_map(|c| Some((c.name.as_str().to_string(), c.value.as_ref()?.as_str().to_string())))
+        .collect()
 }
 
 /// The value of `key` where the group itself sets it (not a default).

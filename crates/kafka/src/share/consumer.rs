@@ -3,7 +3,7 @@
 
 use super::acks::{AckRange, AckTracker, Acquisition, GAP};
 use super::cluster::Cluster;
-use super::configs::{DeliveryLimit, delivery_limit, start_position};
+use super::configs::{DeliveryLimit, delivery_limit, set_group_configs, settled_group_configs, start_position};
 use super::connection::Connection;
 use super::error::{AckFailure, ShareError};
 use super::fetch::decode_partition;
@@ -27,6 +27,10 @@ const SHARE_ACKNOWLEDGE_VERSION: i16 = 1;
 const MAX_FETCH_BYTES: i32 = 50 * 1024 * 1024;
 /// Used if a broker reports no acquisition lock timeout (30 s is Kafka's default).
 const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The group configs a task's status shows.
+const SHOWN_GROUP_CONFIGS: [&str; 4] =
+    ["share.record.lock.duration.ms", "share.delivery.count.limit", "share.isolation.level", RESET];
+const RESET: &str = "share.auto.offset.reset";
 const METADATA_RETRY: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -44,6 +48,7 @@ pub struct ShareConsumer {
     /// Offsets a broker sent again while we held them, not handed on.
     resent_held: u64,
     delivery_limit: DeliveryLimit,
+    group_configs: BTreeMap<String, String>,
     /// Partitions the coordinator moved to another member while the
     /// application still had records of them, and since when. Forgetting
     /// such a partition in the share session releases what we acquired from
@@ -96,8 +101,11 @@ impl ShareConsumer {
             // Joining anyway: the pattern is matched again on its refresh interval.
             tracing::warn!(pattern = ?config.topics_regex, "no topic matches topics_regex yet; waiting for one");
         }
+        set_group_configs(&cluster, &config.group_id, &config.group_configs).await?;
+        let group_configs =
+            settled_group_configs(&cluster, &config.group_id, &SHOWN_GROUP_CONFIGS, &config.group_configs).await;
         let delivery_limit = delivery_limit(&cluster, &config.group_id).await;
-        if let Some(reset) = &config.auto_offset_reset {
+        if let Some(reset) = config.auto_offset_reset.as_ref().filter(|_| !config.group_configs.contains_key(RESET)) {
             let position = start_position(&cluster, &config.group_id, reset).await;
             tracing::info!(group = %config.group_id, "a new share group starts at: {position}");
         }
@@ -118,6 +126,7 @@ impl ShareConsumer {
             metadata_stale: false,
             resent_held: 0,
             delivery_limit,
+            group_configs,
             revoked: HashMap::new(),
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
         })
@@ -126,6 +135,12 @@ impl ShareConsumer {
     /// How many deliveries the broker allows a record of this group.
     pub fn delivery_limit(&self) -> &DeliveryLimit {
         &self.delivery_limit
+    }
+
+    /// The group's configs as the broker had them after the join: the
+    /// connector's, read back, and the broker's defaults for the rest.
+    pub fn group_configs(&self) -> &BTreeMap<String, String> {
+        &self.group_configs
     }
 
     /// Records a broker sent again while this consumer still held them

@@ -68,6 +68,9 @@ pub struct ShareConsumerConfig {
     /// set as the group's `share.auto.offset.reset` unless the group has its
     /// own; `None` leaves it to the broker (latest by default).
     pub auto_offset_reset: Option<String>,
+    /// Group configs to set on the group before the join (KIP-932's
+    /// `share.*` names), as the connector gives them.
+    pub group_configs: BTreeMap<String, String>,
 }
 
 impl ShareConsumerConfig {
@@ -85,6 +88,7 @@ impl ShareConsumerConfig {
             request_timeout: Duration::from_secs(30),
             security: ClientSecurity::default(),
             auto_offset_reset: None,
+            group_configs: BTreeMap::new(),
         }
     }
 }

@@ -578,8 +578,8 @@ impl TaskLoop {
                 task = self.name,
                 put_ms = elapsed.as_millis() as u64,
                 lock_left_ms = remaining.as_millis() as u64,
-                "put() takes about as long as the acquisition lock; raise share.acquisition.lock.timeout.ms \
-                 or lower batch.max.records"
+                "put() takes about as long as the acquisition lock; raise the connector's \
+                 share.record.lock.duration.ms (set on its share group) or lower batch.max.records"
             );
         }
     }

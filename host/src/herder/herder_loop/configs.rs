@@ -2,7 +2,7 @@
 //! resume, stop, each made durable in the store before it is applied.
 
 use super::{HerderLoop, check_name};
-use crate::connector::{PluginPick, check_key_count};
+use crate::connector::{ConnectorConfig, GroupProtocol, PluginPick, check_key_count};
 use crate::herder::config_check::{Checked, ConfigCheck};
 use crate::herder::store::StoredConnector;
 use crate::herder::types::*;
@@ -141,6 +141,7 @@ impl HerderLoop {
         previous: Option<ConfigMap>,
     ) -> HerderResult<ConfigCheck> {
         check_key_count(&config, &self.config.defaults).map_err(HerderError::BadRequest)?;
+        self.check_group_config_owner(&config)?;
         let plugin_name = plugin_name.unwrap_or_else(|| config.get("connector.class").cloned().unwrap_or_default());
         let plugin = self.plugins.resolve(&plugin_name, &PluginPick::of(&config)).cloned();
         Ok(ConfigCheck {
@@ -153,6 +154,40 @@ impl HerderLoop {
             bootstrap: self.config.bootstrap().to_string(),
             previous,
         })
+    }
+
+    /// A connector that sets its share group's configs (`share.*`) must be
+    /// alone in the group: another connector joined to it would have its
+    /// record locks and delivery limit changed by a config not its own.
+    fn check_group_config_owner(&self, config: &ConfigMap) -> HerderResult<()> {
+        let Ok(parsed) = ConnectorConfig::parse(config, &self.config.defaults) else {
+            return Ok(()); // The check proper reports what is wrong.
+        };
+        let shares_group = |other: &ConnectorConfig| {
+            other.name != parsed.name
+                && other.group_id == parsed.group_id
+                && other.group_protocol == GroupProtocol::Share
+                && parsed.group_protocol == GroupProtocol::Share
+        };
+        let others = self.worker.connectors.values().filter_map(|c| c.config.as_deref()).filter(|c| shares_group(c));
+        for other in others {
+            let setter = match (parsed.share_group_configs.is_empty(), other.share_group_configs.is_empty()) {
+                (true, true) => continue,
+                (false, _) => &parsed,
+                (true, false) => other,
+            };
+            let keys: Vec<&str> = setter.share_group_configs.keys().map(String::as_str).collect();
+            return Err(HerderError::BadRequest(format!(
+                "share group {} is both {}'s and {}'s, and {} sets its configs ({}): a connector that sets its \
+                 group's configs must be alone in the group",
+                parsed.group_id,
+                parsed.name,
+                other.name,
+                setter.name,
+                keys.join(", ")
+            )));
+        }
+        Ok(())
     }
 
     /// A changed config: when only `tasks.max` changed, tasks are added or
