@@ -18,14 +18,15 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use spillway::herder::{
-    ConfigMap, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, TargetState,
+    ConfigMap, ConnectorLag, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset,
+    TargetState,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::cluster::Cluster;
-use support::herder::{plugin_dir, test_runtime, wait_running, worker_config};
+use support::herder::{plugin_dir, test_runtime, wait_running, worker_config, worker_config_with};
 use support::{assert_each_exactly_once, count_keys, file_sink_keys, produce, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -112,6 +113,62 @@ async fn a_classic_reset_deletes_the_group() {
     let written = file_sink_keys(dir.path(), "c");
     let counts = count_keys(&written);
     assert!(keys.iter().all(|k| counts.get(k) == Some(&2)) && counts.len() == keys.len(), "each twice: {counts:?}");
+    herder.shutdown().await.unwrap();
+}
+
+/// Waits until the connector's status shows a lag of `records` in all.
+async fn wait_lag(herder: &Herder, name: &str, records: i64) -> ConnectorLag {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let lag = herder.status(name.into()).await.unwrap().lag;
+        if let Some(lag) = lag.as_ref().filter(|l| l.records == records) {
+            return lag.clone();
+        }
+        assert!(Instant::now() < deadline, "{name}: the lag never became {records}; last {lag:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A classic connector's lag per partition, in its status (and
+/// `/metrics`): created stopped over 30 records, every record is lag,
+/// counted from each partition's start; resumed, none once all are written,
+/// each partition's committed offset at its end. A share connector has none
+/// (not measured: see `herder/lag.rs`). On test.sh's Apache Kafka.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_classic_connectors_lag_is_measured_per_partition() {
+    let broker = Cluster::start_or_env("SOURCE");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("lag");
+    broker.create_topic(&topic, 2).await;
+    let keys = produce(&broker.bootstrap, &topic, 30).await;
+    let state = support::worker_state_file(dir.path());
+    let fast = [("metrics.lag.interval.ms", "300")];
+    let herder = Herder::start(worker_config_with(&broker.bootstrap, &state, &plugin_dir(), &fast), test_runtime())
+        .await
+        .unwrap();
+    let classic = [("consumer.override.group.protocol", "classic")];
+    herder
+        .create("lag".into(), file_sink("lag", &topic, dir.path(), &classic), Some(TargetState::Stopped))
+        .await
+        .unwrap();
+    let lag = wait_lag(&herder, "lag", 30).await;
+    assert_eq!(lag.partitions.len(), 2, "{lag:?}");
+    assert!(lag.partitions.iter().all(|p| p.offset.is_none() && p.records == p.log_end), "{lag:?}");
+
+    herder.resume("lag".into()).await.unwrap();
+    let lag = wait_lag(&herder, "lag", 0).await;
+    assert!(lag.partitions.iter().all(|p| p.offset == Some(p.log_end)), "{lag:?}");
+    assert_each_exactly_once(&file_sink_keys(dir.path(), "lag"), &keys, "classic group");
+
+    // A share connector (the worker's default) beside it: measured once
+    // the classic one is measured again, and shown without a lag.
+    herder.create("shared".into(), file_sink("shared", &topic, dir.path(), &[]), None).await.unwrap();
+    let (measured, deadline) = (lag.measured_at_ms, Instant::now() + PATIENCE);
+    while herder.status("lag".into()).await.unwrap().lag.is_none_or(|l| l.measured_at_ms <= measured + 600) {
+        assert!(Instant::now() < deadline, "the lag was not measured again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(herder.status("shared".into()).await.unwrap().lag, None);
     herder.shutdown().await.unwrap();
 }
 

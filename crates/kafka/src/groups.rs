@@ -38,6 +38,21 @@ fn partitions(consumer: &BaseConsumer, topics: &[String]) -> Result<Vec<(String,
     Ok(all)
 }
 
+/// Each partition of `topics` with its low and high watermarks: where its
+/// records begin and end (read_uncommitted: records of open transactions
+/// count, as a consumer will reach them).
+pub fn watermarks(cluster: &ClusterAccess, topics: &[String]) -> Result<Vec<(String, i32, i64, i64)>> {
+    let client: BaseConsumer = cluster.rdkafka(Role::Admin).create().context("creating a watermarks client")?;
+    let mut ends = Vec::new();
+    for (topic, partition) in partitions(&client, topics)? {
+        let (low, high) = client
+            .fetch_watermarks(&topic, partition, TIMEOUT)
+            .with_context(|| format!("the end of {topic}-{partition}"))?;
+        ends.push((topic, partition, low, high));
+    }
+    Ok(ends)
+}
+
 /// The topics a connector consumes now: `named`, or with a `topics.regex`
 /// (`pattern`, anchored) every existing topic whose name it matches, from
 /// metadata of all topics (which creates none).

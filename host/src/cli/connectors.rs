@@ -385,6 +385,7 @@ mod tests {
             connector: InstanceState { state: State::Running, worker_id: "w:8083".into(), trace: None, version: None },
             tasks: vec![task(0, State::Running, None), task(1, State::Failed, Some("boom\nat line 2"))],
             kind: "sink".into(),
+            lag: None,
         };
         let text = status_table(&status);
         assert!(text.starts_with("connector c (sink): RUNNING on w:8083, tasks running 1/2\n"), "{text}");

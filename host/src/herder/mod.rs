@@ -7,6 +7,7 @@
 mod config_check;
 mod distributed;
 mod herder_loop;
+mod lag;
 mod offsets;
 mod plugins;
 mod store;
@@ -16,6 +17,7 @@ mod worker;
 mod worker_config;
 
 pub use distributed::GroupConfig;
+pub use lag::LagView;
 pub use plugins::{PluginRegistry, ScanReport};
 pub use store::{ConfigTopic, StatusTopic};
 pub use types::*;
@@ -73,6 +75,58 @@ pub struct Herder {
     /// (compiling takes seconds).
     runtime: Runtime,
     plugin_dir: Arc<PathBuf>,
+    /// Each connector's lag as last measured (by [`lag::monitor`]).
+    lag: LagView,
+}
+
+/// A handle that does not keep the herder alive: the tasks that run beside
+/// the main loop (the plugin directory's watcher, the lag monitor) hold
+/// this, so that the last [`Herder`] dropped ends the herder.
+#[derive(Clone)]
+struct WeakHerder {
+    jobs: mpsc::WeakSender<Job>,
+    worker_id: Arc<str>,
+    cluster_id: Option<Arc<str>>,
+    runtime: Runtime,
+    plugin_dir: Arc<PathBuf>,
+    lag: LagView,
+}
+
+impl WeakHerder {
+    /// Reloads the plugin directory whenever a file in it changes (name,
+    /// size or modification time), until the herder stops.
+    async fn watch_plugin_dir(self, mut last: plugins::DirListing) {
+        loop {
+            tokio::time::sleep(PLUGIN_DIR_POLL).await;
+            let Some(herder) = self.upgrade() else { return };
+            let now = plugins::dir_listing(&herder.plugin_dir);
+            if now == last {
+                continue;
+            }
+            // A file still being written changes again: wait for it to settle.
+            tokio::time::sleep(PLUGIN_DIR_POLL / 4).await;
+            if plugins::dir_listing(&herder.plugin_dir) != now {
+                continue;
+            }
+            last = now;
+            match herder.reload_plugins().await {
+                Ok(report) => tracing::info!(?report, "plugin directory changed: reloaded"),
+                Err(HerderError::Internal(_)) => return, // stopped
+                Err(e) => tracing::warn!(error = %e, "reloading the plugin directory failed"),
+            }
+        }
+    }
+
+    fn upgrade(&self) -> Option<Herder> {
+        Some(Herder {
+            jobs: self.jobs.upgrade()?,
+            worker_id: self.worker_id.clone(),
+            cluster_id: self.cluster_id.clone(),
+            runtime: self.runtime.clone(),
+            plugin_dir: self.plugin_dir.clone(),
+            lag: self.lag.clone(),
+        })
+    }
 }
 
 /// The largest component `PUT /connector-plugins/{name}` takes: a Python
@@ -111,47 +165,27 @@ impl Herder {
         // Listed before the worker loads the plugins, not when the watcher
         // first runs: a file added in between would go unseen forever.
         let plugin_listing = plugins::dir_listing(&plugin_dir);
+        let lag_interval = config.lag_interval;
         let herder_loop = HerderLoop::start(config, runtime.clone(), commands).await?;
         tokio::spawn(herder_loop.run(receiver));
-        let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir };
-        tokio::spawn(herder.clone().watch_plugin_dir(plugin_listing));
+        let lag = LagView::default();
+        let herder = Herder { jobs, worker_id, cluster_id, runtime, plugin_dir, lag: lag.clone() };
+        tokio::spawn(herder.downgrade().watch_plugin_dir(plugin_listing));
+        tokio::spawn(lag::monitor(herder.downgrade(), lag, lag_interval));
         if let (Some(group), Some(member)) = (group, member) {
             tokio::spawn(distributed::drive(herder.clone(), member, command_receiver, group.heartbeat_interval));
         }
         Ok(herder)
     }
 
-    /// Reloads the plugin directory whenever a file in it changes (name,
-    /// size or modification time), until the herder stops. It holds the
-    /// main loop's queue weakly: the last handle dropped ends the herder.
-    async fn watch_plugin_dir(self, mut last: plugins::DirListing) {
-        let Herder { jobs, worker_id, cluster_id, runtime, plugin_dir } = self;
-        let jobs = jobs.downgrade();
-        loop {
-            tokio::time::sleep(PLUGIN_DIR_POLL).await;
-            let Some(jobs) = jobs.upgrade() else { return };
-            let herder = Herder {
-                jobs,
-                worker_id: worker_id.clone(),
-                cluster_id: cluster_id.clone(),
-                runtime: runtime.clone(),
-                plugin_dir: plugin_dir.clone(),
-            };
-            let now = plugins::dir_listing(&plugin_dir);
-            if now == last {
-                continue;
-            }
-            // A file still being written changes again: wait for it to settle.
-            tokio::time::sleep(PLUGIN_DIR_POLL / 4).await;
-            if plugins::dir_listing(&plugin_dir) != now {
-                continue;
-            }
-            last = now;
-            match herder.reload_plugins().await {
-                Ok(report) => tracing::info!(?report, "plugin directory changed: reloaded"),
-                Err(HerderError::Internal(_)) => return, // stopped
-                Err(e) => tracing::warn!(error = %e, "reloading the plugin directory failed"),
-            }
+    fn downgrade(&self) -> WeakHerder {
+        WeakHerder {
+            jobs: self.jobs.downgrade(),
+            worker_id: self.worker_id.clone(),
+            cluster_id: self.cluster_id.clone(),
+            runtime: self.runtime.clone(),
+            plugin_dir: self.plugin_dir.clone(),
+            lag: self.lag.clone(),
         }
     }
 
@@ -270,7 +304,20 @@ impl Herder {
     }
 
     pub async fn status(&self, name: String) -> HerderResult<ConnectorStateInfo> {
-        self.ask(move |w| Box::pin(async move { w.status(&name) })).await
+        let mut status = self.ask(move |w| Box::pin(async move { w.status(&name) })).await?;
+        status.lag = self.lag.of(&status.name);
+        Ok(status)
+    }
+
+    /// Each connector's lag as last measured, for `/metrics`.
+    pub fn lag(&self) -> std::collections::BTreeMap<String, ConnectorLag> {
+        self.lag.all()
+    }
+
+    /// Where a connector's offsets live (off the loop: reading them waits
+    /// on the broker).
+    async fn offsets_target(&self, name: String) -> HerderResult<offsets::OffsetsTarget> {
+        self.ask(move |w| Box::pin(async move { w.offsets_target(&name) })).await
     }
 
     pub async fn task_status(&self, name: String, task: u32) -> HerderResult<TaskState> {
@@ -319,8 +366,7 @@ impl Herder {
 
     /// Committed offsets of a classic-group connector.
     pub async fn offsets(&self, name: String) -> HerderResult<ConnectorOffsets> {
-        let target = self.ask(move |w| Box::pin(async move { w.offsets_target(&name) })).await?;
-        target.read().await
+        self.offsets_target(name).await?.read().await
     }
 
     /// Alters (`Some`) or resets (`None`) a stopped classic-group connector's

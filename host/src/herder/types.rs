@@ -137,6 +137,34 @@ pub struct ConnectorStateInfo {
     pub tasks: Vec<TaskState>,
     #[serde(rename = "type")]
     pub kind: String,
+    /// Spillway's own: a classic-group connector's lag as last measured
+    /// (none before the first measure, nor for share groups). Connect
+    /// clients ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<ConnectorLag>,
+}
+
+/// How far a connector's group is behind the end of its topics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectorLag {
+    /// Records between the group's positions and the ends, all partitions.
+    pub records: i64,
+    pub partitions: Vec<PartitionLag>,
+    /// When it was measured, in ms since the Unix epoch.
+    pub measured_at_ms: i64,
+}
+
+/// One partition's lag: from the group's position to the log end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// The group's committed offset. None: the group has none yet, and the
+    /// lag counts from the partition's first record.
+    pub offset: Option<i64>,
+    /// The high watermark.
+    pub log_end: i64,
+    pub records: i64,
 }
 
 /// `GET /connectors/{name}/tasks`.

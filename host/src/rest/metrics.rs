@@ -4,12 +4,13 @@
 use super::AppState;
 use super::error::ApiResult;
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::herder::TaskMetricsEntry;
+use crate::herder::{ConnectorLag, TaskMetricsEntry};
 use crate::task::metrics::PUT_LATENCY_BUCKETS;
 use crate::task::{FlushCause, TaskMetrics};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -19,6 +20,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
     let entries = s.herder.task_metrics().await?;
     let mut text = render(&entries);
     render_capabilities(&mut text, &s.herder.capability_metrics().await?);
+    render_lag(&mut text, &s.herder.lag());
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
 }
 
@@ -113,6 +115,25 @@ fn render_capabilities(out: &mut String, ops: &[(OpKey, OpStats)]) {
     }
 }
 
+/// Each connector's lag per partition, as last measured (see the status's
+/// `lag`), with when: a gauge that stopped moving is told from a stale one.
+fn render_lag(out: &mut String, lags: &BTreeMap<String, ConnectorLag>) {
+    let records = "spillway_consumer_lag_records";
+    family(out, records, "Records between the connector's group position and the log end, per partition.", "gauge");
+    for (connector, lag) in lags {
+        for p in &lag.partitions {
+            let (connector, topic) = (escape(connector), escape(&p.topic));
+            let labels = format!("connector=\"{connector}\",topic=\"{topic}\",partition=\"{}\"", p.partition);
+            let _ = writeln!(out, "{records}{{{labels}}} {}", p.records);
+        }
+    }
+    let measured = "spillway_consumer_lag_measured_timestamp_seconds";
+    family(out, measured, "When the connector's lag was last measured.", "gauge");
+    for (connector, lag) in lags {
+        let _ = writeln!(out, "{measured}{{connector=\"{}\"}} {}", escape(connector), lag.measured_at_ms as f64 / 1e3);
+    }
+}
+
 fn family(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -145,6 +166,31 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::time::Duration;
+
+    #[test]
+    fn renders_each_partitions_lag_and_when_it_was_measured() {
+        use crate::herder::PartitionLag;
+        let partition = |partition, offset, log_end, records| PartitionLag {
+            topic: "orders".into(),
+            partition,
+            offset,
+            log_end,
+            records,
+        };
+        let lag = ConnectorLag {
+            records: 12,
+            partitions: vec![partition(0, Some(8), 10, 2), partition(1, None, 10, 10)],
+            measured_at_ms: 1_700_000_000_500,
+        };
+        let mut text = String::new();
+        render_lag(&mut text, &BTreeMap::from([("c\"1".to_string(), lag)]));
+        let l = "connector=\"c\\\"1\",topic=\"orders\"";
+        assert!(text.contains(&format!("spillway_consumer_lag_records{{{l},partition=\"0\"}} 2\n")), "{text}");
+        assert!(text.contains(&format!("spillway_consumer_lag_records{{{l},partition=\"1\"}} 10\n")), "{text}");
+        let measured = "spillway_consumer_lag_measured_timestamp_seconds{connector=\"c\\\"1\"} 1700000000.5\n";
+        assert!(text.contains(measured), "{text}");
+        assert!(text.contains("# TYPE spillway_consumer_lag_records gauge\n"), "{text}");
+    }
 
     #[test]
     fn renders_counters_and_a_cumulative_histogram() {

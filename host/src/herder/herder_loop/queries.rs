@@ -92,7 +92,8 @@ impl HerderLoop {
                 }
             })
             .collect();
-        Ok(ConnectorStateInfo { name: name.to_string(), connector, tasks, kind: "sink".into() })
+        // The lag is the handle's to add, as last measured off this loop.
+        Ok(ConnectorStateInfo { name: name.to_string(), connector, tasks, kind: "sink".into(), lag: None })
     }
 
     pub fn task_status(&self, name: &str, task: u32) -> HerderResult<TaskState> {

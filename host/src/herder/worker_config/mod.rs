@@ -45,6 +45,8 @@ pub struct WorkerConfig {
     pub status_topic: Option<StatusTopic>,
     /// `group.id` and membership: distributed mode.
     pub group: Option<GroupConfig>,
+    /// `metrics.lag.interval.ms`: how often each connector's lag is measured.
+    pub lag_interval: std::time::Duration,
     /// What the worker decides for its connectors: `policy.*`,
     /// `config.providers*`, its clients' keys, with the worker's own
     /// secret files protected from grants and providers.
@@ -204,6 +206,7 @@ impl WorkerConfig {
             config_topic,
             status_topic,
             group,
+            lag_interval: values.millis("metrics.lag.interval.ms"),
             defaults,
         };
         worker.protect_own_secrets(source);
@@ -294,6 +297,15 @@ pub fn worker_keys() -> &'static ConfigDef {
                         "Kafka bootstrap servers; empty starts the embedded broker (classic groups only).",
                     )
                     .with_default(""),
+                    key(
+                        "metrics.lag.interval.ms",
+                        Type::Long,
+                        Low,
+                        "How often each classic-group connector's lag (its group's distance from its topics' ends, per \
+                         partition) is measured for its status and /metrics, off the herder's loop.",
+                    )
+                    .with_default("30000")
+                    .with_validator(Validator::at_least(100)),
                     key(
                         "listeners",
                         Type::String,

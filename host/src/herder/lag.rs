@@ -1,0 +1,102 @@
+//! How far each connector's classic group is behind the end of its topics,
+//! per partition: the committed offset's distance from the log end.
+//! Measured every `metrics.lag.interval.ms` by a task of its own, off the
+//! herder's loop; the status and `/metrics` show the last measure and never
+//! wait for the broker.
+//!
+//! Share groups are not measured: on Apache Kafka 4.4 the share-partition
+//! start offset that DescribeShareGroupOffsets v0 answers stayed at 0 after
+//! every record was acknowledged (seen in `group_offsets`' lag test), so a
+//! lag from it would show records long written as pending. The broker's own
+//! lag is in v1 (KIP-1226), which `kafka-protocol` 0.18 does not carry.
+
+use super::offsets::OffsetsTarget;
+use super::types::{ConnectorLag, PartitionLag};
+use super::{HerderError, HerderResult, WeakHerder};
+use crate::connector::GroupProtocol;
+use crate::kafka::groups;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::MissedTickBehavior;
+
+/// The last measure of each connector's lag; the monitor is its one writer.
+#[derive(Clone, Default)]
+pub struct LagView(Arc<RwLock<BTreeMap<String, ConnectorLag>>>);
+
+impl LagView {
+    pub fn of(&self, connector: &str) -> Option<ConnectorLag> {
+        self.0.read().expect("lag view poisoned").get(connector).cloned()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, ConnectorLag> {
+        self.0.read().expect("lag view poisoned").clone()
+    }
+}
+
+/// Measures every connector's lag each `every`, until the herder stops. A
+/// connector whose measure fails keeps its last one (its `measured_at_ms`
+/// says how old); a deleted connector's is dropped.
+pub(super) async fn monitor(herder: WeakHerder, view: LagView, every: Duration) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let Some(handle) = herder.upgrade() else { return };
+        let Ok(names) = handle.connectors().await else { return };
+        let mut measured = BTreeMap::new();
+        for name in names {
+            let last = view.of(&name);
+            let target = handle.offsets_target(name.clone()).await;
+            let target = target.and_then(|t| match t.protocol {
+                GroupProtocol::Classic => Ok(t),
+                GroupProtocol::Share => Err(HerderError::BadRequest("share groups are not measured".into())),
+            });
+            match target.map(measure) {
+                Ok(measuring) => match measuring.await {
+                    Ok(lag) => {
+                        measured.insert(name, lag);
+                    }
+                    Err(e) => {
+                        tracing::debug!(connector = %name, error = %e, "lag not measured");
+                        measured.extend(last.map(|lag| (name, lag)));
+                    }
+                },
+                Err(_) => continue, // deleted, its config invalid, or a share group
+            }
+        }
+        drop(handle);
+        *view.0.write().expect("lag view poisoned") = measured;
+    }
+}
+
+/// One classic connector's lag now: its group's positions, then its
+/// partitions' ends (a position read first can only make the lag look larger).
+pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag> {
+    let (cluster, topics, pattern) = (target.cluster.clone(), target.topics.clone(), target.topics_pattern.clone());
+    let positions = target.read().await?;
+    let ends = tokio::task::spawn_blocking(move || {
+        let topics = groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
+        groups::watermarks(&cluster, &topics)
+    })
+    .await
+    .map_err(|e| HerderError::Internal(e.to_string()))?
+    .map_err(|e| HerderError::Internal(format!("reading the topics' ends: {e:#}")))?;
+    let at: BTreeMap<(String, i32), i64> = positions
+        .offsets
+        .into_iter()
+        .filter_map(|p| Some(((p.partition.kafka_topic, p.partition.kafka_partition), p.offset?.kafka_offset)))
+        .collect();
+    let partitions: Vec<PartitionLag> = ends
+        .into_iter()
+        .map(|(topic, partition, low, high)| {
+            let offset = at.get(&(topic.clone(), partition)).copied();
+            // No position yet: the group reads from the first record
+            // (Connect's earliest).
+            let from = offset.unwrap_or(low).max(low);
+            PartitionLag { topic, partition, offset, log_end: high, records: (high - from).max(0) }
+        })
+        .collect();
+    let measured_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    Ok(ConnectorLag { records: partitions.iter().map(|p| p.records).sum(), partitions, measured_at_ms })
+}
