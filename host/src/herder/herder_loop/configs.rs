@@ -9,7 +9,6 @@ use crate::herder::types::*;
 use crate::herder::validate;
 use crate::herder::worker::{ConnectorRuntime, TaskRuntime};
 use crate::herder::{HerderError, HerderResult};
-use crate::task::ActiveTopics;
 use std::collections::BTreeMap;
 
 impl HerderLoop {
@@ -38,12 +37,12 @@ impl HerderLoop {
         self.check_same_plugin(&checked)?;
         let config = checked.config;
         let target = initial_state.unwrap_or(TargetState::Started);
-        let stored = StoredConnector { config: config.clone(), target_state: target };
+        let stored = StoredConnector { config, target_state: target };
         self.save_change(|s| {
             s.connectors.insert(name.clone(), stored);
         })
         .await?;
-        self.add_connector(&name, config, target);
+        self.add_connector(&name);
         self.info(&name)
     }
 
@@ -58,27 +57,16 @@ impl HerderLoop {
         Err(HerderError::Conflict(format!("Plugin {class} changed while this config was checked; send it again")))
     }
 
-    pub(super) fn add_connector(&mut self, name: &str, config: ConfigMap, target: TargetState) {
-        self.worker.connectors.insert(
-            name.to_string(),
-            ConnectorRuntime {
-                raw: config,
-                config: None,
-                plugin: None,
-                target,
-                state: State::Unassigned,
-                trace: None,
-                tasks: BTreeMap::new(),
-                active_topics: ActiveTopics::default(),
-            },
-        );
+    /// Starts a connector the stored state has and this worker does not run.
+    pub(super) fn add_connector(&mut self, name: &str) {
+        self.worker.connectors.insert(name.to_string(), ConnectorRuntime::new());
         self.start_connector(name);
     }
 
     /// `PUT /connectors/{name}/config`, first half: the whole new config (a
     /// secret sent back hidden keeps its value) to check off the loop.
     pub fn prepare_put(&self, name: String, mut config: ConfigMap) -> HerderResult<ConfigCheck> {
-        let Some(previous) = self.worker.connectors.get(&name).map(|c| c.raw.clone()) else {
+        let Some(previous) = self.stored.connectors.get(&name).map(|c| c.config.clone()) else {
             return self.prepare_create(name, config);
         };
         if let Some(given) = config.get("name")
@@ -96,7 +84,7 @@ impl HerderLoop {
     /// `PATCH /connectors/{name}/config`, first half: a `None` value
     /// removes the key.
     pub fn prepare_patch(&self, name: String, patch: BTreeMap<String, Option<String>>) -> HerderResult<ConfigCheck> {
-        let mut config = self.connector(&name)?.raw.clone();
+        let mut config = self.stored_connector(&name)?.config.clone();
         for (key, value) in patch {
             match value {
                 Some(v) => config.insert(key, v),
@@ -112,7 +100,7 @@ impl HerderLoop {
     /// connector.
     pub async fn commit_put(&mut self, checked: Checked) -> HerderResult<(bool, ConnectorInfo)> {
         let name = checked.config.get("name").cloned().unwrap_or_default();
-        if self.worker.connectors.get(&name).map(|c| &c.raw) != checked.previous.as_ref() {
+        if self.stored.connectors.get(&name).map(|c| &c.config) != checked.previous.as_ref() {
             return Err(HerderError::Conflict(format!(
                 "Connector {name} changed while this config for it was checked; send it again"
             )));
@@ -121,14 +109,14 @@ impl HerderLoop {
             return Ok((true, self.commit_create(checked, None).await?));
         }
         self.check_same_plugin(&checked)?;
-        let config = checked.config;
+        let (config, previous) = (checked.config, checked.previous.unwrap_or_default());
         self.save_change(|s| {
             if let Some(stored) = s.connectors.get_mut(&name) {
-                stored.config = config.clone();
+                stored.config = config;
             }
         })
         .await?;
-        self.reconfigure(&name, config).await;
+        self.reconfigure(&name, &previous).await;
         Ok((false, self.info(&name)?))
     }
 
@@ -190,27 +178,29 @@ impl HerderLoop {
         Ok(())
     }
 
-    /// A changed config: when only `tasks.max` changed, tasks are added or
-    /// removed and the others keep running; otherwise every task restarts.
-    pub(super) async fn reconfigure(&mut self, name: &str, config: ConfigMap) {
-        if self.worker.hot_swap(name, &config, &self.config.defaults, &self.plugins) {
+    /// Applies the connector's stored config, which replaced `previous`:
+    /// when only `tasks.max` changed, tasks are added or removed and the
+    /// others keep running; otherwise every task restarts.
+    pub(super) async fn reconfigure(&mut self, name: &str, previous: &ConfigMap) {
+        let Ok(stored) = self.stored_connector(name) else { return };
+        let (config, target) = (stored.config.clone(), stored.target_state);
+        if self.worker.hot_swap(name, previous, &config, target, &self.config.defaults, &self.plugins) {
             return;
         }
         let connector = self.worker.connectors.get_mut(name).expect("checked by the caller");
         let only_tasks_max = {
-            let mut old = connector.raw.clone();
-            let mut new = config.clone();
+            let mut old = previous.clone();
+            let mut new = config;
             old.remove("tasks.max");
             new.remove("tasks.max");
             old == new && connector.config.is_some()
         };
-        connector.raw = config;
         if only_tasks_max {
             let running: Vec<u32> = connector.tasks.keys().copied().collect();
             self.start_connector_instance(name);
             let Some(connector) = self.worker.connectors.get(name) else { return };
             let Some(config) = connector.config.clone() else { return };
-            let started = connector.target == TargetState::Started;
+            let started = target == TargetState::Started;
             let removed: Vec<u32> = running.iter().copied().filter(|t| *t >= config.tasks_max).collect();
             self.worker.stop_tasks(name, &removed, None).await;
             if started {
@@ -248,9 +238,10 @@ impl HerderLoop {
     /// the tasks its target state asks for.
     pub(super) fn start_connector(&mut self, name: &str) {
         self.start_connector_instance(name);
+        let target = self.target_of(name);
         let Some(connector) = self.worker.connectors.get_mut(name) else { return };
         let Some(config) = connector.config.clone() else { return };
-        match connector.target {
+        match target {
             TargetState::Started => {
                 for task in 0..config.tasks_max {
                     self.spawn_task(name, task);
@@ -267,24 +258,22 @@ impl HerderLoop {
     }
 
     pub async fn set_target(&mut self, name: String, target: TargetState) -> HerderResult<()> {
-        self.connector(&name)?;
+        let before = self.stored_connector(&name)?.target_state;
         self.save_change(|s| {
             if let Some(stored) = s.connectors.get_mut(&name) {
                 stored.target_state = target;
             }
         })
         .await?;
-        self.apply_target(name, target).await;
+        if before != target {
+            self.apply_target(name, target).await;
+        }
         Ok(())
     }
 
-    /// Brings the connector's tasks to `target`.
+    /// Brings the connector's tasks to its new target state, `target`.
     pub(super) async fn apply_target(&mut self, name: String, target: TargetState) {
-        let Some(connector) = self.worker.connectors.get_mut(&name) else { return };
-        if connector.target == target {
-            return;
-        }
-        connector.target = target;
+        let Some(connector) = self.worker.connectors.get(&name) else { return };
         let tasks: Vec<u32> = connector.tasks.keys().copied().collect();
         match target {
             TargetState::Started => {
@@ -305,7 +294,9 @@ impl HerderLoop {
     /// (Re)starts only the Connector instance: parses the config and finds
     /// the plugin. Its state follows the target state, or FAILED with why.
     pub(super) fn start_connector_instance(&mut self, name: &str) {
-        self.worker.start_connector_instance(name, &self.config.defaults, &self.plugins);
+        let Some(stored) = self.stored.connectors.get(name) else { return };
+        let (raw, target) = (&stored.config, stored.target_state);
+        self.worker.start_connector_instance(name, raw, target, &self.config.defaults, &self.plugins);
     }
 
     /// Starts the task, if it is this worker's to run.

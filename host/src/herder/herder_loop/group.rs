@@ -4,7 +4,7 @@
 use super::HerderLoop;
 use crate::herder::distributed::{Assignment, MemberMetadata, WorkSet, protocol};
 use crate::herder::types::*;
-use crate::herder::worker::{ConnectorRuntime, TaskRuntime};
+use crate::herder::worker::TaskRuntime;
 use std::collections::BTreeMap;
 
 impl HerderLoop {
@@ -27,7 +27,7 @@ impl HerderLoop {
 
     /// The leader's part of a rebalance: every member's assignment.
     pub fn assign_group(&mut self, joined: &crate::kafka::group_member::Joined) -> Vec<(String, bytes::Bytes)> {
-        let work = work_set(&self.worker.connectors);
+        let work = self.work_set();
         let config_offset = self.store.read_offset();
         let membership = self.membership.as_mut().expect("only members assign");
         let mut owned = BTreeMap::new();
@@ -97,9 +97,8 @@ impl HerderLoop {
             let local: Vec<u32> = self.worker.connectors[&name].tasks.keys().copied().collect();
             let moved: Vec<u32> = local.iter().copied().filter(|t| !self.owns_task(&name, *t)).collect();
             self.worker.stop_tasks(&name, &moved, None).await;
-            let connector = &self.worker.connectors[&name];
-            let Some(config) = connector.config.clone() else { continue };
-            let target = connector.target;
+            let Some(config) = self.worker.connectors[&name].config.clone() else { continue };
+            let target = self.target_of(&name);
             let missing: Vec<u32> = (0..config.tasks_max)
                 .filter(|t| self.owns_task(&name, *t) && !self.worker.connectors[&name].tasks.contains_key(t))
                 .collect();
@@ -120,7 +119,7 @@ impl HerderLoop {
     /// created or deleted here or elsewhere, `tasks.max` changed).
     pub(super) fn rebalance_if_work_changed(&mut self) {
         let Some(membership) = self.membership.as_ref().filter(|m| m.is_leader) else { return };
-        let work = work_set(&self.worker.connectors);
+        let work = self.work_set();
         if membership.assigned_work.as_ref() != Some(&work) {
             let membership = self.membership.as_mut().expect("checked");
             membership.assigned_work = Some(work);
@@ -133,23 +132,24 @@ impl HerderLoop {
     pub(super) fn owns_task(&self, name: &str, task: u32) -> bool {
         self.membership.as_ref().is_none_or(|m| m.owned.tasks.contains(&(name.to_string(), task)))
     }
-}
 
-/// Every connector and task there is to run, for the leader to assign: a
-/// stopped connector has no tasks, and one whose config is invalid or whose
-/// plugin is missing has none either (it is FAILED).
-pub(super) fn work_set(connectors: &BTreeMap<String, ConnectorRuntime>) -> WorkSet {
-    let mut work = WorkSet::default();
-    for (name, connector) in connectors {
-        work.connectors.insert(name.clone());
-        work.tasks.extend((0..task_count(connector)).map(|t| (name.clone(), t)));
+    /// Every connector and task there is to run, for the leader to assign:
+    /// a stopped connector has no tasks, and one whose config is invalid or
+    /// whose plugin is missing has none either (it is FAILED).
+    pub(super) fn work_set(&self) -> WorkSet {
+        let mut work = WorkSet::default();
+        for name in self.worker.connectors.keys() {
+            work.connectors.insert(name.clone());
+            work.tasks.extend((0..self.task_count(name)).map(|t| (name.clone(), t)));
+        }
+        work
     }
-    work
-}
 
-pub(super) fn task_count(connector: &ConnectorRuntime) -> u32 {
-    match (&connector.config, connector.target) {
-        (_, TargetState::Stopped) | (None, _) => 0,
-        (Some(config), _) => config.tasks_max,
+    pub(super) fn task_count(&self, name: &str) -> u32 {
+        let config = self.worker.connectors.get(name).and_then(|c| c.config.as_ref());
+        match (config, self.target_of(name)) {
+            (_, TargetState::Stopped) | (None, _) => 0,
+            (Some(config), _) => config.tasks_max,
+        }
     }
 }

@@ -12,14 +12,14 @@ mod restarts;
 
 use super::distributed::{Command, Membership};
 use super::plugins::PluginRegistry;
-use super::store::{StateStore, Status, StatusView, StatusWriter, StoredState, connector_key, task_key};
+use super::store::{
+    StateStore, Status, StatusView, StatusWriter, StoredConnector, StoredState, connector_key, task_key,
+};
 use super::types::*;
 use super::worker::{ConnectorRuntime, TaskEvent, Worker};
 use super::{HerderError, HerderResult, Job, WorkerConfig};
 use crate::kafka::clients::ClusterAccess;
 use crate::runtime::Runtime;
-use crate::task::ActiveTopics;
-use group::work_set;
 use restarts::RestartPlan;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -110,21 +110,9 @@ impl HerderLoop {
             stopping: false,
             worker,
         };
-        for (name, connector) in stored.connectors {
-            herder.worker.connectors.insert(
-                name.clone(),
-                ConnectorRuntime {
-                    raw: connector.config,
-                    config: None,
-                    plugin: None,
-                    target: connector.target_state,
-                    state: State::Unassigned,
-                    trace: None,
-                    tasks: BTreeMap::new(),
-                    active_topics: ActiveTopics::default(),
-                },
-            );
-            herder.start_connector(&name);
+        for name in stored.connectors.keys() {
+            herder.worker.connectors.insert(name.clone(), ConnectorRuntime::new());
+            herder.start_connector(name);
         }
         Ok(herder)
     }
@@ -160,7 +148,9 @@ impl HerderLoop {
 
     /// Reports every status that changed to the status topic.
     fn publish_statuses(&mut self) {
-        let Some(writer) = &mut self.statuses else { return };
+        if self.statuses.is_none() {
+            return;
+        }
         let worker_id = &self.config.worker_id();
         let status = |state: State, trace: &Option<String>, generation: u64, version: Option<String>| Status {
             state,
@@ -183,12 +173,14 @@ impl HerderLoop {
         let existing: std::collections::BTreeSet<String> = match &self.membership {
             None => Default::default(),
             Some(_) => {
-                let work = work_set(&self.worker.connectors);
+                let work = self.work_set();
                 let connectors = work.connectors.iter().map(|c| connector_key(c));
                 connectors.chain(work.tasks.iter().map(|(c, t)| task_key(c, *t))).collect()
             }
         };
-        writer.publish(now, |key| !existing.contains(key));
+        if let Some(writer) = &mut self.statuses {
+            writer.publish(now, |key| !existing.contains(key));
+        }
     }
 
     /// Makes `change` to the stored state durable, or refuses it and
@@ -211,28 +203,26 @@ impl HerderLoop {
             Ok(durable) => durable,
             Err(e) => return tracing::error!(error = %e, "reading the state store failed"),
         };
-        let gone: Vec<String> =
-            self.worker.connectors.keys().filter(|n| !durable.connectors.contains_key(*n)).cloned().collect();
-        for name in gone {
+        // What this worker applied last; the durable state is the one to apply.
+        let applied = std::mem::replace(&mut self.stored, durable.clone());
+        for name in applied.connectors.keys().filter(|n| !durable.connectors.contains_key(*n)) {
             tracing::info!(connector = name, "deleted on another worker");
-            self.remove_connector(&name).await;
+            self.remove_connector(name).await;
         }
         for (name, stored) in &durable.connectors {
-            let Some(running) = self.worker.connectors.get(name) else {
+            let Some(before) = applied.connectors.get(name) else {
                 tracing::info!(connector = name, "created on another worker");
-                self.add_connector(name, stored.config.clone(), stored.target_state);
+                self.add_connector(name);
                 continue;
             };
-            let (raw, target) = (running.raw.clone(), running.target);
-            if raw != stored.config {
+            if before.config != stored.config {
                 tracing::info!(connector = name, "reconfigured on another worker");
-                self.reconfigure(name, stored.config.clone()).await;
+                self.reconfigure(name, &before.config).await;
             }
-            if target != stored.target_state {
+            if before.target_state != stored.target_state {
                 self.apply_target(name.clone(), stored.target_state).await;
             }
         }
-        self.stored = durable;
         for (name, request) in self.store.take_restarts() {
             if self.worker.connectors.contains_key(&name) {
                 tracing::info!(connector = name, ?request, "restart requested on another worker");
@@ -247,6 +237,16 @@ impl HerderLoop {
 
     fn connector(&self, name: &str) -> HerderResult<&ConnectorRuntime> {
         self.worker.connectors.get(name).ok_or_else(|| not_found(name))
+    }
+
+    /// The connector's config and target state, as the herder holds them.
+    fn stored_connector(&self, name: &str) -> HerderResult<&StoredConnector> {
+        self.stored.connectors.get(name).ok_or_else(|| not_found(name))
+    }
+
+    /// The connector's target state (STOPPED for one that is gone).
+    fn target_of(&self, name: &str) -> TargetState {
+        self.stored.connectors.get(name).map_or(TargetState::Stopped, |c| c.target_state)
     }
 
     pub async fn shutdown(&mut self) -> HerderResult<()> {

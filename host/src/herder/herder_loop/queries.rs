@@ -1,7 +1,6 @@
 //! What is: connectors' configs, statuses and tasks as Connect's REST API
 //! shows them, plugins and their validation, and where offsets live.
 
-use super::group::task_count;
 use super::{HerderLoop, not_found};
 use crate::capabilities::op::{OpKey, OpStats};
 use crate::connector::{ConnectorConfig, PluginPick, VersionRange};
@@ -11,7 +10,6 @@ use crate::herder::plugins::plugin_info;
 use crate::herder::store::{connector_key, task_key};
 use crate::herder::types::*;
 use crate::herder::validate;
-use crate::herder::worker::ConnectorRuntime;
 use crate::herder::{HerderError, HerderResult, TaskMetricsEntry};
 use crate::kafka::clients::ClusterAccess;
 use crate::runtime::Plugin;
@@ -25,20 +23,20 @@ impl HerderLoop {
 
     /// The connector's task ids: those this worker runs standalone; in a
     /// group, every task the connector has, wherever it runs.
-    pub(super) fn task_ids(&self, c: &ConnectorRuntime) -> Vec<u32> {
+    pub(super) fn task_ids(&self, name: &str) -> Vec<u32> {
         if self.membership.is_none() {
-            return c.tasks.keys().copied().collect();
+            return self.worker.connectors.get(name).map(|c| c.tasks.keys().copied().collect()).unwrap_or_default();
         }
-        (0..task_count(c)).collect()
+        (0..self.task_count(name)).collect()
     }
 
     pub fn info(&self, name: &str) -> HerderResult<ConnectorInfo> {
-        let c = self.connector(name)?;
+        let raw = &self.stored_connector(name)?.config;
         Ok(ConnectorInfo {
             name: name.to_string(),
-            config: validate::shown(self.plugin_of(&c.raw), &c.raw),
+            config: validate::shown(self.plugin_of(raw), raw),
             tasks: self
-                .task_ids(c)
+                .task_ids(name)
                 .into_iter()
                 .map(|task| ConnectorTaskId { connector: name.to_string(), task })
                 .collect(),
@@ -68,7 +66,7 @@ impl HerderLoop {
             },
         };
         let tasks = self
-            .task_ids(c)
+            .task_ids(name)
             .into_iter()
             .map(|id| match c.tasks.get(&id) {
                 Some(t) => TaskState {
@@ -105,12 +103,12 @@ impl HerderLoop {
     }
 
     pub fn tasks(&self, name: &str) -> HerderResult<Vec<TaskInfo>> {
-        let c = self.connector(name)?;
+        let raw = &self.stored_connector(name)?.config;
         Ok(self
-            .task_ids(c)
+            .task_ids(name)
             .into_iter()
             .map(|task| {
-                let mut config = validate::shown(self.plugin_of(&c.raw), &c.raw);
+                let mut config = validate::shown(self.plugin_of(raw), raw);
                 config.insert("task.id".into(), task.to_string());
                 TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task }, config }
             })
@@ -229,8 +227,8 @@ impl HerderLoop {
     /// offsets, or its share group's start offsets. Reading or changing them
     /// happens off the main loop (see [`super::offsets`]).
     pub fn offsets_target(&self, name: &str) -> HerderResult<OffsetsTarget> {
-        let c = self.connector(name)?;
-        let config = ConnectorConfig::parse(&c.raw, &self.config.defaults)
+        let raw = &self.stored_connector(name)?.config;
+        let config = ConnectorConfig::parse(raw, &self.config.defaults)
             .map_err(|_| HerderError::BadRequest(format!("Connector {name} has an invalid configuration")))?;
         Ok(OffsetsTarget {
             cluster: ClusterAccess::new(self.config.bootstrap(), &config.clients),
@@ -245,7 +243,7 @@ impl HerderLoop {
     /// and every topic given must be one of its own.
     pub fn offsets_target_to_change(&self, name: &str, change: &OffsetsChange) -> HerderResult<OffsetsTarget> {
         let target = self.offsets_target(name)?;
-        if self.worker.connectors[name].target != TargetState::Stopped {
+        if self.target_of(name) != TargetState::Stopped {
             return Err(HerderError::BadRequest(
                 "Connectors must be in the STOPPED state before their offsets can be modified. \
                  This can be done for the specified connector by issuing a 'PUT' request to the \

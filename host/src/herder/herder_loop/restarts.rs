@@ -96,8 +96,7 @@ impl HerderLoop {
             if plan.connector {
                 self.start_connector_instance(&name);
             }
-            let connector = &self.worker.connectors[&name];
-            let (ready, target) = (connector.config.is_some(), connector.target);
+            let (ready, target) = (self.worker.connectors[&name].config.is_some(), self.target_of(&name));
             for id in &plan.tasks {
                 let idle = match (ready, target) {
                     (true, TargetState::Started) => {
@@ -128,7 +127,7 @@ impl HerderLoop {
     pub async fn restart_task(&mut self, name: String, task: u32) -> HerderResult<()> {
         let connector = self.connector(&name)?;
         if !connector.tasks.contains_key(&task) {
-            if self.membership.is_some() && self.task_ids(connector).contains(&task) {
+            if self.membership.is_some() && self.task_ids(&name).contains(&task) {
                 let runs_on = self.status(&name)?.tasks.into_iter().find(|t| t.id == task).map(|t| t.worker_id);
                 return Err(HerderError::Conflict(format!(
                     "Task {name}-{task} runs on another worker ({}); restart it there, or restart the connector \
@@ -139,9 +138,7 @@ impl HerderLoop {
             return Err(HerderError::NotFound(format!("Task {name}-{task} not found")));
         }
         self.worker.stop_tasks(&name, &[task], Some(State::Restarting)).await;
-        if self.worker.connectors[&name].target == TargetState::Started
-            && self.worker.connectors[&name].config.is_some()
-        {
+        if self.target_of(&name) == TargetState::Started && self.worker.connectors[&name].config.is_some() {
             self.spawn_task(&name, task);
         }
         Ok(())

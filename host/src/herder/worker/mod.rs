@@ -31,15 +31,15 @@ pub(super) struct Worker {
     next_generation: u64,
 }
 
+/// A connector as this worker runs it. Its config and target state are the
+/// herder's (its stored state); the worker keeps what it made of them.
 pub(super) struct ConnectorRuntime {
-    pub(super) raw: ConfigMap,
     /// `None` while the config is invalid or its plugin is missing: the
     /// connector is then FAILED and runs no tasks.
     pub(super) config: Option<Arc<ConnectorConfig>>,
     /// The build of the plugin its config picks, resolved with `config`;
     /// tasks started from now on run it.
     pub(super) plugin: Option<Plugin>,
-    pub(super) target: TargetState,
     pub(super) state: State,
     pub(super) trace: Option<String>,
     pub(super) tasks: BTreeMap<u32, TaskRuntime>,
@@ -50,6 +50,18 @@ pub(super) struct ConnectorRuntime {
 }
 
 impl ConnectorRuntime {
+    /// A connector not started yet.
+    pub(super) fn new() -> Self {
+        ConnectorRuntime {
+            config: None,
+            plugin: None,
+            state: State::Unassigned,
+            trace: None,
+            tasks: BTreeMap::new(),
+            active_topics: ActiveTopics::default(),
+        }
+    }
+
     /// The version of the plugin build its config picks.
     pub(super) fn version(&self) -> Option<String> {
         self.plugin.as_ref().map(|p| p.metadata.version.clone())
@@ -124,9 +136,16 @@ impl Worker {
 
     /// (Re)starts only the Connector instance: parses the config and finds
     /// the plugin. Its state follows the target state, or FAILED with why.
-    pub(super) fn start_connector_instance(&mut self, name: &str, defaults: &WorkerDefaults, plugins: &PluginRegistry) {
+    pub(super) fn start_connector_instance(
+        &mut self,
+        name: &str,
+        raw: &ConfigMap,
+        target: TargetState,
+        defaults: &WorkerDefaults,
+        plugins: &PluginRegistry,
+    ) {
         let Some(connector) = self.connectors.get_mut(name) else { return };
-        let parsed = ConnectorConfig::parse(&connector.raw, defaults).map_err(|problems| {
+        let parsed = ConnectorConfig::parse(raw, defaults).map_err(|problems| {
             let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
             format!("invalid configuration: {}", lines.join("; "))
         });
@@ -139,7 +158,7 @@ impl Worker {
                 connector.config = Some(Arc::new(config));
                 connector.plugin = Some(plugin);
                 connector.trace = None;
-                connector.state = match connector.target {
+                connector.state = match target {
                     TargetState::Started => State::Running,
                     TargetState::Paused => State::Paused,
                     TargetState::Stopped => State::Stopped,

@@ -19,7 +19,9 @@ impl Worker {
     pub(in crate::herder) fn hot_swap(
         &mut self,
         name: &str,
+        previous: &ConfigMap,
         config: &ConfigMap,
+        target: TargetState,
         defaults: &WorkerDefaults,
         plugins: &PluginRegistry,
     ) -> bool {
@@ -29,7 +31,7 @@ impl Worker {
             c.retain(|k, _| !PluginPick::KEYS.contains(&k.as_str()));
             c
         };
-        if without_selection(&connector.raw) != without_selection(config) || connector.target != TargetState::Started {
+        if without_selection(previous) != without_selection(config) || target != TargetState::Started {
             return false;
         }
         let Some(running) = connector.config.as_ref() else { return false };
@@ -45,7 +47,6 @@ impl Worker {
         let Ok(parsed) = ConnectorConfig::parse(config, defaults) else { return false };
         let Ok(plugin) = plugins.resolve(&parsed.plugin, &parsed.plugin_pick).cloned() else { return false };
         let parsed = Arc::new(parsed);
-        connector.raw = config.clone();
         connector.config = Some(parsed.clone());
         connector.plugin = Some(plugin.clone());
         let to = task_plugin(&plugin);
