@@ -4,8 +4,10 @@
 #
 #   scripts/kafka.sh start [--dir DIR] [--brokers N] [--scram USER:PASSWORD] [--tls] [--authorizer]
 #   scripts/kafka.sh stop  [--dir DIR]
-#   scripts/kafka.sh kill|restart [--dir DIR]  (SIGKILL every node | start them again, same ports and data)
+#   scripts/kafka.sh kill|restart [--dir DIR] [--node K]
+#       (SIGKILL every node, or node K | start what is down again, same ports and data)
 #   scripts/kafka.sh fetch                 (only the jars, into the cache)
+#   scripts/kafka.sh run-class CLASS [ARG...]  (one of Kafka's tools, log on stderr)
 #
 # `start` formats KRaft storage and starts N brokers (1 by default): node 1 is
 # broker and the single controller, the others brokers only. Share groups are
@@ -37,19 +39,23 @@ JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 
 command_name="${1:-}"; shift || true
-dir=target/kafka brokers=1 scram="" tls=false authorizer=false
-while [ $# -gt 0 ]; do
+dir=target/kafka brokers=1 scram="" tls=false authorizer=false node=""
+# run-class passes its arguments on to the class; every other command takes options.
+[ "$command_name" = run-class ] || while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --brokers) brokers="$2"; shift 2 ;;
     --scram) scram="$2"; shift 2 ;;
     --tls) tls=true; shift ;;
     --authorizer) authorizer=true; shift ;;
+    --node) node="$2"; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
 case "$brokers" in ''|*[!0-9]*|0) die "--brokers takes a positive number, not '$brokers'" ;; esac
 if [ -n "$scram" ] && [[ "$scram" != ?*:?* ]]; then die "--scram takes USER:PASSWORD"; fi
+case "$node" in ''|[1-9]|[1-9][0-9]) ;; *) die "--node takes a node id (1, 2, ...), not '$node'" ;; esac
+if [ -n "$node" ] && [ ! -d "$dir/node-$node" ]; then die "no node $node in $dir"; fi
 if $authorizer && [ -z "$scram" ]; then die "--authorizer needs --scram: it authorizes the SCRAM user"; fi
 
 stop() {
@@ -126,10 +132,17 @@ log4j_config() {
 EOF
 }
 
-# Starts every node formatted in $dir (again, after `kill`: same ports, same data).
+# The nodes --node picks: that one, or all.
+nodes() {
+  if [ -n "$node" ]; then echo "$dir/node-$node"; else echo "$dir"/node-*; fi
+}
+
+# Starts each picked node of $dir that is not running (again, after `kill`:
+# same ports, same data; a node killed alone comes back beside the others).
 start_nodes() {
   local nd
-  for nd in "$dir"/node-*; do
+  for nd in $(nodes); do
+    if [ -f "$nd/pid" ] && kill -0 "$(cat "$nd/pid")" 2>/dev/null; then continue; fi
     # shellcheck disable=SC2086
     nohup "$JAVA" $KAFKA_HEAP -XX:+UseG1GC -Djava.awt.headless=true \
       -Dkafka.logs.dir="$nd" -Dlog4j2.configurationFile="$dir/log4j2.xml" \
@@ -183,8 +196,10 @@ while True:
   log4j_config >"$dir/log4j2.xml"
 
   local plain=() sasl=() ssl=()
-  for node in $(seq 1 "$brokers"); do
-    local nd="$dir/node-$node" p s="" t=""
+  local id
+  # Not `node`: that is the --node option, which start_nodes reads.
+  for id in $(seq 1 "$brokers"); do
+    local nd="$dir/node-$id" p s="" t=""
     mkdir -p "$nd"
     p=$(free_port); plain+=("127.0.0.1:$p")
     local listeners="PLAINTEXT://127.0.0.1:$p" protocols="PLAINTEXT:PLAINTEXT"
@@ -197,14 +212,14 @@ while True:
       listeners+=",SSL://127.0.0.1:$t"; protocols+=",SSL:SSL"
     fi
     local advertised="$listeners" roles=broker
-    if [ "$node" = 1 ]; then
+    if [ "$id" = 1 ]; then
       roles=broker,controller
       listeners+=",CONTROLLER://127.0.0.1:$controller_port"
     fi
     protocols+=",CONTROLLER:PLAINTEXT"
     {
       echo "process.roles=$roles"
-      echo "node.id=$node"
+      echo "node.id=$id"
       echo "controller.quorum.bootstrap.servers=127.0.0.1:$controller_port"
       echo "controller.listener.names=CONTROLLER"
       echo "listeners=$listeners"
@@ -243,7 +258,7 @@ while True:
       fi
     } >"$nd/server.properties"
     local format=(--standalone)
-    [ "$node" = 1 ] || format=(--no-initial-controllers)
+    [ "$id" = 1 ] || format=(--no-initial-controllers)
     local scram_args=()
     if [ -n "$scram" ]; then
       scram_args=(--add-scram "SCRAM-SHA-256=[name=$user,password=$password]"
@@ -251,7 +266,7 @@ while True:
     fi
     "$JAVA" -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$nd/server.properties" \
       "${format[@]}" "${scram_args[@]}" >"$nd/format.log" 2>&1 \
-      || { cat "$nd/format.log" >&2; die "formatting node $node failed"; }
+      || { cat "$nd/format.log" >&2; die "formatting node $id failed"; }
   done
 
   start_nodes
@@ -281,8 +296,12 @@ case "$command_name" in
   fetch) fetch_jars ;;
   start) start ;;
   kill)
-    # Every node at once, as a crash would: SIGKILL, the data stays.
-    for pidfile in "$dir"/node-*/pid; do kill -9 "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile"; done ;;
+    # Every node at once (or node K), as a crash would: SIGKILL, the data stays.
+    for nd in $(nodes); do
+      [ -f "$nd/pid" ] || continue
+      kill -9 "$(cat "$nd/pid")" 2>/dev/null || true
+      rm -f "$nd/pid"
+    done ;;
   restart)
     [ -f "$dir/cluster.env" ] || die "no cluster in $dir to restart"
     # shellcheck disable=SC1091
@@ -291,5 +310,16 @@ case "$command_name" in
     wait_ready "$bootstrap"
     echo "$bootstrap" ;;
   stop) stop ;;
-  *) die "usage: kafka.sh start [--dir DIR] [--brokers N] [--scram USER:PASSWORD] [--tls] [--authorizer] | stop|kill|restart [--dir DIR] | fetch" ;;
+  run-class)
+    # One of Kafka's own tools or clients (say the console share consumer),
+    # from the same jars, logging to stderr so that stdout is its output.
+    fetch_jars
+    [ -f "$CACHE/log4j2-stderr.xml" ] || cat >"$CACHE/log4j2-stderr.xml" <<'EOF'
+<Configuration status="warn">
+  <Appenders><Console name="stderr" target="SYSTEM_ERR"><PatternLayout pattern="[%d] %p %m (%c)%n"/></Console></Appenders>
+  <Loggers><Root level="warn"><AppenderRef ref="stderr"/></Root></Loggers>
+</Configuration>
+EOF
+    exec "$JAVA" -Dlog4j2.configurationFile="$CACHE/log4j2-stderr.xml" -cp "$CACHE/libs/*" "$@" ;;
+  *) die "usage: kafka.sh start [--dir DIR] [--brokers N] [--scram USER:PASSWORD] [--tls] [--authorizer] | stop [--dir DIR] | kill|restart [--dir DIR] [--node K] | run-class CLASS [ARG...] | fetch" ;;
 esac

@@ -67,10 +67,57 @@ impl Cluster {
 
     /// Apache Kafka of this test's own, through `scripts/kafka.sh`.
     pub fn kafka() -> Cluster {
+        Cluster::kafka_brokers(1)
+    }
+
+    /// Apache Kafka of `brokers` nodes of this test's own: node 1 is the
+    /// only controller; internal topics are replicated min(brokers, 3) times.
+    pub fn kafka_brokers(brokers: usize) -> Cluster {
+        super::init_logging();
         let dir = tempfile::tempdir().unwrap();
-        let bootstrap = kafka_sh(&["start", "--dir"], dir.path());
-        let description = format!("Apache Kafka (scripts/kafka.sh) at {bootstrap}");
+        let bootstrap = kafka_sh(&["start", "--brokers", &brokers.to_string(), "--dir"], dir.path());
+        let description = format!("Apache Kafka (scripts/kafka.sh), {brokers} broker(s) at {bootstrap}");
         Cluster { bootstrap, description, kind: Kind::Kafka { dir } }
+    }
+
+    fn kafka_dir(&self) -> &Path {
+        match &self.kind {
+            Kind::Kafka { dir } => dir.path(),
+            _ => panic!("not an Apache Kafka of ours"),
+        }
+    }
+
+    /// SIGKILLs broker `node` alone (its data stays), as a crash would. Node
+    /// 1 is the only controller: kill another to keep the cluster up.
+    pub fn kill_broker(&self, node: i32) {
+        kafka_sh(&["kill", "--node", &node.to_string(), "--dir"], self.kafka_dir());
+    }
+
+    /// Starts broker `node` again, and waits until every broker is back.
+    pub fn restart_broker(&self, node: i32) {
+        kafka_sh(&["restart", "--node", &node.to_string(), "--dir"], self.kafka_dir());
+    }
+
+    /// The broker that leads `partition` of `topic` now.
+    pub fn leader(&self, topic: &str, partition: i32) -> i32 {
+        let client: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().unwrap();
+        let metadata = client.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
+        let topic = metadata.topics().iter().find(|t| t.name() == topic).expect("the topic in metadata");
+        topic.partitions().iter().find(|p| p.id() == partition).expect("the partition").leader()
+    }
+
+    /// Creates `topic` with one partition per entry of `replicas`, each on
+    /// those brokers (the first its preferred leader), at least two of them
+    /// in sync for a write.
+    pub async fn create_replicated_topic(&self, topic: &str, replicas: &[&[i32]]) {
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().unwrap();
+        let new = NewTopic::new(topic, replicas.len() as i32, TopicReplication::Variable(replicas))
+            .set("min.insync.replicas", "2");
+        let results = admin.create_topics([&new], &AdminOptions::new()).await.expect("CreateTopics");
+        for result in results {
+            result.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
+        }
     }
 
     fn noida() -> Cluster {
