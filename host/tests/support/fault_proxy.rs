@@ -366,15 +366,18 @@ fn describe_configs((group, broker): (Option<u16>, Option<u16>), version: i16, m
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        let (key, value) = match resource.resource_type {
-            32 => ("share.delivery.count.limit", group),
-            _ => ("group.share.delivery.count.limit", broker),
+        // Each with the config_source Kafka gives it: the group's own
+        // config (8), the broker's static config (4).
+        let (key, value, source) = match resource.resource_type {
+            32 => ("share.delivery.count.limit", group, 8),
+            _ => ("group.share.delivery.count.limit", broker, 4),
         };
         match value {
             Some(limit) => {
                 let mut config = DescribeConfigsResourceResult::default();
                 config.name = StrBytes::from_static_str(key);
                 config.value = Some(StrBytes::from_string(limit.to_string()));
+                config.config_source = source;
                 result.configs.push(config);
             }
             None => result.error_code = ResponseError::InvalidRequest.code(),

@@ -233,17 +233,25 @@ fn group_config(reply: &DescribeConfigsResponse, key: &str) -> Option<String> {
     Some(config.value.as_ref()?.as_str().to_string())
 }
 
+/// The limit a reply names, and where it comes from: the group's own config
+/// first; a group value of another source is only a default the broker's
+/// config decides, so the broker's config is named instead where it answered.
 fn from_reply(reply: &DescribeConfigsResponse) -> Option<DeliveryLimit> {
-    let value = |kind: i8, key: &str| {
+    let config = |kind: i8, key: &str| {
         let result = reply.results.iter().find(|r| r.resource_type == kind && r.error_code == 0)?;
         let config = result.configs.iter().find(|c| c.name.as_str() == key)?;
-        config.value.as_ref()?.as_str().trim().parse::<u16>().ok().filter(|v| *v > 0)
+        let limit = config.value.as_ref()?.as_str().trim().parse::<u16>().ok().filter(|v| *v > 0)?;
+        Some((limit, config.config_source))
     };
-    if let Some(limit) = value(RESOURCE_GROUP, GROUP_KEY) {
-        return Some(DeliveryLimit { limit, source: format!("group config {GROUP_KEY}") });
+    let group = config(RESOURCE_GROUP, GROUP_KEY);
+    match (group, config(RESOURCE_BROKER, BROKER_KEY)) {
+        (Some((limit, SOURCE_GROUP_CONFIG)), _) => {
+            Some(DeliveryLimit { limit, source: format!("group config {GROUP_KEY}") })
+        }
+        (_, Some((limit, _))) => Some(DeliveryLimit { limit, source: format!("broker config {BROKER_KEY}") }),
+        (Some((limit, _)), None) => Some(DeliveryLimit { limit, source: format!("the group's default {GROUP_KEY}") }),
+        (None, None) => None,
     }
-    value(RESOURCE_BROKER, BROKER_KEY)
-        .map(|limit| DeliveryLimit { limit, source: format!("broker config {BROKER_KEY}") })
 }
 
 #[cfg(test)]
@@ -251,11 +259,19 @@ mod tests {
     use super::*;
     use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 
+    /// DescribeConfigs' `config_source` of a default value.
+    const SOURCE_DEFAULT: i8 = 5;
+
     fn result(kind: i8, error: i16, key: &str, value: &str) -> DescribeConfigsResult {
+        result_from(kind, error, key, value, if kind == RESOURCE_GROUP { SOURCE_GROUP_CONFIG } else { SOURCE_DEFAULT })
+    }
+
+    fn result_from(kind: i8, error: i16, key: &str, value: &str, source: i8) -> DescribeConfigsResult {
         DescribeConfigsResult::default().with_resource_type(kind).with_error_code(error).with_configs(vec![
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_string(key.into()))
-                .with_value(Some(StrBytes::from_string(value.into()))),
+                .with_value(Some(StrBytes::from_string(value.into())))
+                .with_config_source(source),
         ])
     }
 
@@ -263,7 +279,22 @@ mod tests {
     fn the_group_config_wins_over_the_brokers() {
         let reply = DescribeConfigsResponse::default()
             .with_results(vec![result(RESOURCE_GROUP, 0, GROUP_KEY, "3"), result(RESOURCE_BROKER, 0, BROKER_KEY, "7")]);
-        assert_eq!(from_reply(&reply).unwrap().limit, 3);
+        let limit = from_reply(&reply).unwrap();
+        assert_eq!((limit.limit, limit.source.as_str()), (3, "group config share.delivery.count.limit"));
+    }
+
+    #[test]
+    fn a_group_default_is_not_called_the_groups_config() {
+        let group_default = result_from(RESOURCE_GROUP, 0, GROUP_KEY, "7", SOURCE_DEFAULT);
+        let reply = DescribeConfigsResponse::default()
+            .with_results(vec![group_default.clone(), result(RESOURCE_BROKER, 0, BROKER_KEY, "7")]);
+        let limit = from_reply(&reply).unwrap();
+        assert_eq!((limit.limit, limit.source.as_str()), (7, "broker config group.share.delivery.count.limit"));
+        // The broker's own config not readable: the group's default, said so.
+        let reply = DescribeConfigsResponse::default()
+            .with_results(vec![group_default, result(RESOURCE_BROKER, 29, BROKER_KEY, "7")]);
+        let limit = from_reply(&reply).unwrap();
+        assert_eq!((limit.limit, limit.source.as_str()), (7, "the group's default share.delivery.count.limit"));
     }
 
     #[test]
