@@ -231,8 +231,13 @@ async fn a_swap_under_load_hands_every_record_to_exactly_one_version_once() {
         assert_eq!(swap.records_put_again, Some(0), "no fault: the old build flushed all it held");
         println!("task {} swapped 0.1.0 -> 0.2.0, pause {} µs", task.id, swap.pause_micros.unwrap());
     }
-    let keys = producer.await.unwrap();
-    assert_eq!(keys.len(), 4000);
+    let mut keys = producer.await.unwrap();
+    // And after it: on a loaded machine a task may swap only once the
+    // stream above has ended, and each version must be seen writing.
+    for _ in 0..10 {
+        keys.extend(produce(&broker.bootstrap, &topic, 100).await);
+    }
+    assert_eq!(keys.len(), 5000);
     wait_for_lines(dir.path(), "swap", keys.len()).await;
     tokio::time::sleep(Duration::from_secs(2)).await; // late duplicates would show now
 
