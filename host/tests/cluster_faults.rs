@@ -55,6 +55,15 @@ async fn create(worker: &Worker, name: &str, config: Value) {
     worker.wait_running(name, 2).await;
 }
 
+/// Waits (up to PATIENCE) until `done` holds; fails saying `never`.
+async fn wait_until(never: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "{never}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until every key of `produced` has arrived through `arrived`.
 async fn wait_for_all(produced: &[String], limit: Duration, what: &str, arrived: impl Fn() -> Vec<String>) {
     let deadline = Instant::now() + limit;
@@ -240,11 +249,7 @@ async fn a_broker_killed_and_restarted_under_load_loses_no_share_record() {
 
     let written = || file_sink_keys(dir.path(), &format!("{name}-"));
     let stream = Stream::start(&cluster.bootstrap, &topic, 50);
-    let deadline = Instant::now() + PATIENCE;
-    while written().len() < 1000 {
-        assert!(Instant::now() < deadline, "the connector never wrote 1000 records");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the connector never wrote 1000 records", || written().len() >= 1000).await;
     let before = (stream.produced(), written().len());
     cluster.stop();
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -252,11 +257,7 @@ async fn a_broker_killed_and_restarted_under_load_loses_no_share_record() {
     println!("killed with {} produced and {} written; restarted", before.0, before.1);
     // Some records after the restart, through the same producer.
     let resumed = stream.produced();
-    let deadline = Instant::now() + PATIENCE;
-    while stream.produced() < resumed + 500 {
-        assert!(Instant::now() < deadline, "producing never resumed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("producing never resumed", || stream.produced() >= resumed + 500).await;
     let produced = stream.finish().await;
 
     wait_for_all(&produced, AFTER_A_DEATH, "after the broker's restart", written).await;
@@ -281,29 +282,17 @@ async fn a_partition_leader_killed_on_three_brokers_loses_no_share_record() {
 
     let written = || file_sink_keys(dir.path(), &format!("{name}-"));
     let stream = Stream::start(&cluster.bootstrap, &topic, 50);
-    let deadline = Instant::now() + PATIENCE;
-    while written().len() < 1000 {
-        assert!(Instant::now() < deadline, "the connector never wrote 1000 records");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the connector never wrote 1000 records", || written().len() >= 1000).await;
     assert_eq!((cluster.leader(&topic, 0), cluster.leader(&topic, 1)), (2, 2), "node 2 leads both partitions");
     cluster.kill_broker(2);
-    let deadline = Instant::now() + PATIENCE;
-    while cluster.leader(&topic, 0) == 2 || cluster.leader(&topic, 1) == 2 {
-        assert!(Instant::now() < deadline, "no other replica took over");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until("no other replica took over", || cluster.leader(&topic, 0) != 2 && cluster.leader(&topic, 1) != 2).await;
     let moved = stream.produced();
     println!(
         "node 2 killed at {moved} produced; leaders now {} and {}",
         cluster.leader(&topic, 0),
         cluster.leader(&topic, 1)
     );
-    let deadline = Instant::now() + PATIENCE;
-    while stream.produced() < moved + 500 {
-        assert!(Instant::now() < deadline, "producing never resumed on the new leaders");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("producing never resumed on the new leaders", || stream.produced() >= moved + 500).await;
     let produced = stream.finish().await;
 
     wait_for_all(&produced, AFTER_A_DEATH, "after the leader's death", written).await;
