@@ -470,3 +470,72 @@ async fn records_held_on_a_partition_that_moves_are_acknowledged_by_their_holder
     a.close().await.expect("close a");
     b.close().await.expect("close b");
 }
+
+/// KIP-1222 on Apache Kafka 4.2+: records held three times as long as their
+/// lock (15 s, set on the group) and renewed meanwhile stay this member's.
+/// A second member of the group, fetching the same partition all along,
+/// gets none of them; the holder's acknowledgements take effect; each
+/// record arrived once, on its first delivery.
+#[tokio::test(flavor = "multi_thread")]
+async fn renewed_locks_keep_held_records_past_their_lock_duration() {
+    let broker = Broker::start_or_env();
+    if broker.is_mock() {
+        eprintln!("skipped on librdkafka's mock, which serves no ShareAcknowledge v2");
+        return;
+    }
+    const LOCK: Duration = Duration::from_secs(15);
+    let (topic, group) = (unique("share-renew"), unique("group"));
+    let mut config = ShareConsumerConfig::new(&broker.bootstrap, &group, &[topic.as_str()]);
+    config.auto_offset_reset = Some("earliest".into());
+    config.group_configs.insert("share.record.lock.duration.ms".into(), LOCK.as_millis().to_string());
+    let mut holder = ShareConsumer::connect(config).await.expect("connect");
+    assert!(holder.renews_locks(), "{} serves ShareAcknowledge v2", broker.description);
+    let produced: BTreeSet<String> = produce(&broker.bootstrap, &topic, 40).await.into_iter().collect();
+    let mut held = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while keys_of(&held).len() < produced.len() {
+        assert!(Instant::now() < deadline, "only {} of 40 arrived", held.len());
+        held.extend(holder.poll(POLL).await.expect("poll"));
+    }
+    let mut other = join(&broker, &group, &topic).await;
+
+    let wanted: Vec<_> =
+        held.iter().map(|r| (spillway::kafka::share::TopicPartition::new(&r.topic, r.partition), r.offset)).collect();
+    let (started, mut renewals, mut stolen) = (Instant::now(), 0, Vec::new());
+    while started.elapsed() < LOCK * 3 {
+        let renewed = holder.renew(&wanted).await;
+        assert_eq!(renewed.len(), held.len(), "every held record renewed");
+        renewals += 1;
+        let until = Instant::now() + LOCK / 3;
+        while Instant::now() < until {
+            stolen.extend(other.poll(POLL).await.expect("poll"));
+            assert!(holder.poll(POLL).await.expect("poll").is_empty(), "nothing else was produced");
+        }
+    }
+    assert!(stolen.is_empty(), "handed to another member while renewed: {:?}", keys_of(&stolen));
+    for r in &held {
+        holder.acknowledge(&r.topic, r.partition, r.offset, AckType::Accept).expect("still ours after 45 s");
+    }
+    let result = holder.commit_sync().await.expect("commit_sync");
+    assert!(result.is_ok(), "accepting after renewals failed: {:?}", result.failures());
+    assert_eq!(held.len(), produced.len(), "each record arrived once");
+    assert!(
+        held.iter().all(|r| r.delivery_count == 1),
+        "{:?}",
+        held.iter().map(|r| r.delivery_count).collect::<Vec<_>>()
+    );
+    let after = Instant::now() + LOCK;
+    while Instant::now() < after {
+        stolen.extend(other.poll(POLL).await.expect("poll"));
+    }
+    assert!(stolen.is_empty(), "accepted records came back: {:?}", keys_of(&stolen));
+    println!(
+        "{} records held {:?} on {:?} locks, renewed {renewals} times, on {}",
+        held.len(),
+        started.elapsed(),
+        LOCK,
+        broker.description
+    );
+    holder.close().await.unwrap();
+    other.close().await.unwrap();
+}

@@ -464,6 +464,53 @@ async fn a_20_second_target_outage_loses_nothing_and_costs_at_most_one_delivery(
     herder.shutdown().await.unwrap();
 }
 
+/// KIP-1222 through the task loop, on Apache Kafka 4.2+: the target is down
+/// for a minute while the group's locks last 15 s. The task keeps the
+/// records for retry and renews their locks (without renewal it releases
+/// them 5 s before each lock runs out, a delivery each time): none is
+/// released, each is accepted exactly once on its first delivery, and the
+/// task's status says its locks are renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_minute_long_outage_on_15_second_locks_renews_them_and_costs_no_delivery() {
+    let broker = Broker::start_or_env();
+    if broker.is_mock() {
+        eprintln!("skipped on librdkafka's mock, which serves no group configs and no ShareAcknowledge v2");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let herder = start_herder(&broker, dir.path()).await;
+    let (topic, name) = (unique("renew"), unique("renew"));
+    let outage = dir.path().join("target-down");
+    std::fs::write(&outage, b"down").unwrap();
+    let extra =
+        [("mode", "fail-while-file"), ("path", outage.to_str().unwrap()), ("share.record.lock.duration.ms", "15000")];
+    herder.create(name.clone(), connector_config(&name, &topic, dir.path(), 1, &extra), None).await.unwrap();
+    wait_running(&herder, &name, 1).await;
+    let keys = produce(&broker.bootstrap, &topic, 100).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(accepted_keys(dir.path(), &name).is_empty(), "accepted during the outage");
+    // Fetched in its first seconds: a task fetches nothing new while it retries.
+    let held = herder.task_metrics().await.unwrap()[0].metrics.polled.load(Relaxed);
+    std::fs::remove_file(&outage).unwrap();
+
+    wait_for_keys(dir.path(), &name, &keys, Duration::from_secs(90)).await;
+    tokio::time::sleep(LATE_DUPLICATES).await;
+    assert_each_exactly_once(&accepted_keys(dir.path(), &name), &keys, "a minute's outage on 15 s locks");
+    let counts: BTreeSet<u16> = accepted_deliveries(dir.path(), &name).into_iter().map(|(_, count)| count).collect();
+    assert_eq!(counts, BTreeSet::from([1]), "delivery counts");
+    let m = &herder.task_metrics().await.unwrap()[0].metrics;
+    let renewed = m.renewed.load(Relaxed);
+    println!("60 s outage on 15 s locks, on {}: {renewed} renewals of {held} records held", broker.description);
+    assert_eq!((m.released.load(Relaxed), m.ack_refused.load(Relaxed)), (0, 0));
+    // Held about 60 s on 15 s locks, a record needs at least 3 renewals.
+    assert!(held > 0 && renewed >= 3 * held, "{renewed} renewals of {held} records");
+    let status = herder.task_status(name.clone(), 0).await.unwrap();
+    let delivery = status.delivery.expect("a share task's status has its delivery rules");
+    assert!(delivery.rules.renews_locks && delivery.rules.locks.starts_with("renewed"), "{delivery:?}");
+    assert_eq!(delivery.records_renewed, renewed);
+    herder.shutdown().await.unwrap();
+}
+
 /// A sink that holds records (file-sink): with no fault injected each record
 /// is written exactly once, in a share group (flush interval of ten minutes:
 /// it flushes at the broker's cap) and in a classic group (which has no cap:

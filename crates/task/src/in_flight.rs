@@ -80,6 +80,18 @@ impl InFlight {
         true
     }
 
+    /// The broker restarted the record's acquisition lock, until `until`.
+    pub fn renew_lock(&mut self, id: u64, until: Instant) {
+        if let Some(tracked) = self.records.get_mut(&id) {
+            tracked.record.lock_expires_at = Some(until);
+        }
+    }
+
+    /// Every record, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &Tracked)> {
+        self.records.iter().map(|(id, t)| (*id, t))
+    }
+
     /// The record leaves the task (it is being acknowledged).
     pub fn remove(&mut self, id: u64) -> Option<ConsumedRecord> {
         let tracked = self.records.remove(&id)?;

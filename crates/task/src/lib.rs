@@ -135,9 +135,8 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
                 delivery_count_limit: limit.limit,
                 limit_source: limit.source.clone(),
                 group_configs: consumer.group_configs().clone(),
-                locks: "a record held or retried is flushed or released shortly before its acquisition lock runs \
-                        out: this client does not renew locks (KIP-1222)"
-                    .into(),
+                locks: locks_policy(consumer.renews_locks()).into(),
+                renews_locks: consumer.renews_locks(),
             });
             Source::Share(Box::new(consumer))
         }
@@ -163,4 +162,15 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         last_poll: Duration::ZERO,
         swaps: mpsc::channel(4),
     })
+}
+
+/// What a share task does with the locks of records held or retried for long.
+fn locks_policy(renews: bool) -> &'static str {
+    if renews {
+        "renewed (KIP-1222): a record held or retried has its acquisition lock renewed before it runs out, \
+         and keeps its delivery count"
+    } else {
+        "a record held or retried is flushed or released shortly before its acquisition lock runs out: the broker \
+         does not renew locks (KIP-1222 needs Kafka 4.2+)"
+    }
 }

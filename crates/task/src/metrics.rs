@@ -23,6 +23,8 @@ pub struct TaskMetrics {
     pub put: AtomicU64,
     pub accepted: AtomicU64,
     pub released: AtomicU64,
+    /// Share groups: lock renewals (KIP-1222), one per record renewed.
+    pub renewed: AtomicU64,
     pub rejected: AtomicU64,
     pub dead_lettered: AtomicU64,
     /// Acknowledgements the consumer refused (lock expired, partition
@@ -86,6 +88,9 @@ pub struct ShareDelivery {
     pub group_configs: BTreeMap<String, String>,
     /// What happens to the locks of records held or retried for long.
     pub locks: String,
+    /// Whether the broker renews them (KIP-1222, Kafka 4.2+).
+    #[serde(default)]
+    pub renews_locks: bool,
 }
 
 /// Why the host asked the plugin to flush.

@@ -6,7 +6,7 @@ use spillway_kafka::classic::ClassicSource;
 pub use spillway_kafka::classic::Committed;
 use spillway_kafka::share::{ShareConsumer, TopicPartition};
 use spillway_kafka::{AckType, ConsumedRecord};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub enum Source {
     Share(Box<ShareConsumer>),
@@ -52,6 +52,20 @@ impl Source {
         match self {
             Source::Share(s) => s.resent_while_held(),
             Source::Classic(_) => 0,
+        }
+    }
+
+    /// Share groups on Kafka 4.2+: the broker renews acquisition locks (KIP-1222).
+    pub fn renews_locks(&self) -> bool {
+        matches!(self, Source::Share(s) if s.renews_locks())
+    }
+
+    /// Restarts the locks of records the task still works on; returns those
+    /// renewed, with their new expiry.
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64)]) -> Vec<(TopicPartition, i64, Instant)> {
+        match self {
+            Source::Share(s) => s.renew(records).await,
+            Source::Classic(_) => Vec::new(),
         }
     }
 

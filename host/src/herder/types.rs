@@ -127,6 +127,9 @@ pub struct TaskDelivery {
     /// Records the broker archived unwritten: rejected without a dead-letter
     /// queue, or released on their last delivery.
     pub records_archived: u64,
+    /// Lock renewals so far (KIP-1222), one per record renewed.
+    #[serde(default)]
+    pub records_renewed: u64,
 }
 
 /// `GET /connectors/{name}/status`, and the body of a 202 restart.

@@ -26,11 +26,16 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 13] = [
+const COUNTERS: [(&str, &str, Field); 14] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
     ("spillway_records_released_total", "Records released for redelivery.", |m| &m.released),
+    (
+        "spillway_records_renewed_total",
+        "Share-group lock renewals (KIP-1222), one per record renewed: held or retried records kept, not released.",
+        |m| &m.renewed,
+    ),
     ("spillway_records_rejected_total", "Records rejected by the plugin.", |m| &m.rejected),
     ("spillway_records_dead_lettered_total", "Records written to the dead-letter queue.", |m| &m.dead_lettered),
     ("spillway_acks_refused_total", "Acknowledgements the consumer refused (redelivered).", |m| &m.ack_refused),

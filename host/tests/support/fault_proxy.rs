@@ -128,7 +128,10 @@ impl FaultProxy {
 
     /// From now on, tells the client that acquisition locks last `ms`, not
     /// what the broker says: the client's locks run out first, while the
-    /// broker still counts the records as the client's.
+    /// broker still counts the records as the client's. A client that
+    /// connects afterwards is told the broker cannot renew locks (no
+    /// ShareAcknowledge v2, as before Kafka 4.2): a renewal would tell it
+    /// the broker's real lock duration.
     pub fn announce_lock_timeout(&self, ms: i32) {
         *self.inner.lock_timeout_ms.lock().unwrap() = Some(ms);
     }
@@ -456,7 +459,11 @@ fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) ->
             r.encode(&mut body, version)
         }),
         // A broker that offers DescribeConfigs or SASL says so.
-        ApiKey::ApiVersions if inner.delivery_limits.lock().unwrap().is_some() || inner.secured.sasl.is_some() => {
+        ApiKey::ApiVersions
+            if inner.delivery_limits.lock().unwrap().is_some()
+                || inner.secured.sasl.is_some()
+                || inner.lock_timeout_ms.lock().unwrap().is_some() =>
+        {
             match ApiVersionsResponse::decode(&mut reader, version) {
                 Ok(mut r) if r.error_code == 0 => {
                     let mut offer = |api: ApiKey, max_version: i16| {
@@ -473,11 +480,18 @@ fn rewrite_reply(inner: &Arc<Inner>, api: ApiKey, version: i16, frame: Bytes) ->
                         offer(ApiKey::SaslHandshake, 1);
                         offer(ApiKey::SaslAuthenticate, 2);
                     }
+                    if inner.lock_timeout_ms.lock().unwrap().is_some() {
+                        for key in r.api_keys.iter_mut().filter(|k| k.api_key == ApiKey::ShareAcknowledge as i16) {
+                            key.max_version = key.max_version.min(1);
+                        }
+                    }
                     r.encode(&mut body, version)
                 }
                 _ => return frame,
             }
         }
+        // v2 (KIP-1222's renewals) is beyond kafka-protocol: passed on as it is.
+        ApiKey::ShareAcknowledge if version > 1 => return frame,
         ApiKey::ShareAcknowledge => ShareAcknowledgeResponse::decode(&mut reader, version).and_then(|mut r| {
             r.node_endpoints.iter_mut().for_each(|n| proxied(&mut n.host, &mut n.port));
             r.encode(&mut body, version)

@@ -3,6 +3,7 @@
 
 use super::TopicPartition;
 use super::error::ShareError;
+use super::renew::RENEW;
 use crate::AckType;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -108,6 +109,38 @@ impl AckTracker {
         // Until it is sent, a later acknowledgement replaces an earlier one.
         held.ack = Some(ack as i8);
         Ok(())
+    }
+
+    /// Of `offsets` of `tp`, those a RENEW may extend: visible, not
+    /// acknowledged yet, lock still running. With the broker that holds them.
+    pub fn renewable(&self, tp: &TopicPartition, offsets: &[i64], now: Instant) -> Option<(i32, Vec<AckRange>)> {
+        let part = self.parts.get(tp)?;
+        let mut ranges = Vec::new();
+        let mut sorted = offsets.to_vec();
+        sorted.sort_unstable();
+        for offset in sorted {
+            if part.held.get(&offset).is_some_and(|h| h.visible && h.ack.is_none() && h.expires_at > now) {
+                push_offset(&mut ranges, offset, RENEW);
+            }
+        }
+        (!ranges.is_empty()).then_some((part.node, ranges))
+    }
+
+    /// The broker renewed these records' locks until `expires_at`; returns
+    /// the offsets still held through `node` (an acknowledgement made
+    /// meanwhile keeps its record, which is no longer the application's).
+    pub fn renewed(&mut self, tp: &TopicPartition, node: i32, ranges: &[AckRange], expires_at: Instant) -> Vec<i64> {
+        let Some(part) = self.parts.get_mut(tp).filter(|p| p.node == node) else { return Vec::new() };
+        let mut renewed = Vec::new();
+        for range in ranges {
+            for (offset, held) in part.held.range_mut(range.first..=range.last) {
+                if held.visible && held.ack.is_none() {
+                    held.expires_at = expires_at;
+                    renewed.push(*offset);
+                }
+            }
+        }
+        renewed
     }
 
     /// Release every record the application has not acknowledged (on close).
@@ -249,6 +282,28 @@ mod tests {
         // Our lock ran out and the broker hands the record back.
         let expired = now + Duration::from_secs(31);
         assert!(t.acquired(&tp(), 1, at(5, 3, expired + Duration::from_secs(30), expired), None));
+    }
+
+    #[test]
+    fn only_records_the_application_still_works_on_are_renewed() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        let soon = now + Duration::from_secs(15);
+        for o in 0..5 {
+            t.acquired(&tp(), 1, at(o, 1, soon, now), (o == 2).then_some(GAP));
+        }
+        t.acknowledge(&tp(), 3, AckType::Accept, now).unwrap();
+        // 2 is a gap, 3 is acknowledged, 9 was never ours.
+        let (node, ranges) = t.renewable(&tp(), &[4, 0, 1, 2, 3, 9], now).unwrap();
+        assert_eq!(node, 1);
+        let renew = |first, last| AckRange { first, last, kind: RENEW };
+        assert_eq!(ranges, vec![renew(0, 1), renew(4, 4)]);
+        let later = now + Duration::from_secs(40);
+        assert_eq!(t.renewed(&tp(), 1, &ranges, later), vec![0, 1, 4]);
+        // Renewed, 0 can be acknowledged after its first lock would have run out.
+        t.acknowledge(&tp(), 0, AckType::Accept, soon + Duration::from_secs(1)).unwrap();
+        assert!(t.renewable(&tp(), &[0, 1], later).is_none(), "expired locks are not renewed");
+        assert!(t.renewed(&tp(), 2, &ranges, later).is_empty(), "another broker's answer renews nothing");
     }
 
     #[test]

@@ -225,6 +225,12 @@ impl ApiVersions {
         (max >= R::VERSIONS.min).then(|| max.min(R::VERSIONS.max))
     }
 
+    /// The highest version of API `key` the broker serves, whether or not
+    /// kafka-protocol knows it.
+    pub fn max_version(&self, key: i16) -> Option<i16> {
+        self.0.get(&key).copied()
+    }
+
     /// Ask the broker. Start at v3; a broker that knows less answers with an
     /// UNSUPPORTED_VERSION v0 body listing what it knows, and we retry lower.
     pub async fn fetch(conn: &Connection, timeout: Duration) -> Result<Self, ShareError> {

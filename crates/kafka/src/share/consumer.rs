@@ -8,6 +8,7 @@ use super::connection::Connection;
 use super::error::{AckFailure, ShareError};
 use super::fetch::decode_partition;
 use super::membership::Membership;
+use super::renew::{self, RenewRequest, RenewResponse};
 use super::session::{Session, Tip};
 use super::subscription::Subscription;
 use super::{CommitResult, ShareConsumerConfig, TopicPartition};
@@ -17,7 +18,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -225,6 +226,78 @@ impl ShareConsumer {
     pub async fn commit_sync(&mut self) -> Result<CommitResult, ShareError> {
         self.send_acks(self.tracker.nodes_with_pending()).await;
         Ok(std::mem::take(&mut self.results))
+    }
+
+    /// Whether the brokers renew acquisition locks (KIP-1222, Kafka 4.2+:
+    /// ShareAcknowledge v2).
+    pub fn renews_locks(&self) -> bool {
+        self.cluster.versions.max_version(ShareAcknowledgeRequest::KEY).is_some_and(|v| v >= renew::VERSION)
+    }
+
+    /// Restart the acquisition locks of `records` the application still
+    /// works on (KIP-1222 RENEW): they stay acquired, their delivery counts
+    /// unchanged. Returns those renewed, with their new lock expiry; the
+    /// rest keep their locks (and are redelivered when those run out).
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64)]) -> Vec<(TopicPartition, i64, Instant)> {
+        let mut renewed = Vec::new();
+        if !self.renews_locks() {
+            return renewed;
+        }
+        let sent_at = Instant::now();
+        let mut offsets: BTreeMap<&TopicPartition, Vec<i64>> = BTreeMap::new();
+        for (tp, offset) in records {
+            offsets.entry(tp).or_default().push(*offset);
+        }
+        let mut by_node: BTreeMap<i32, BTreeMap<Tip, (TopicPartition, Vec<AckRange>)>> = BTreeMap::new();
+        for (tp, offsets) in offsets {
+            if let Some((node, ranges)) = self.tracker.renewable(tp, &offsets, sent_at)
+                && let Some(id) = self.cluster.topic_id(&tp.topic)
+                && self.sessions.get(&node).is_some_and(Session::is_open)
+            {
+                by_node.entry(node).or_default().insert((id, tp.partition), (tp.clone(), ranges));
+            }
+        }
+        let mut exchanges = Vec::new();
+        for (node, parts) in by_node {
+            let Ok(conn) = self.cluster.broker(node).await else { continue };
+            let acks = parts.iter().map(|(tip, (_, ranges))| (*tip, ranges.clone())).collect();
+            let request = RenewRequest(self.sessions[&node].ack_request(self.ack_base(), &acks, false));
+            exchanges.push((Exchange { node, conn, acked: Vec::new(), plan: request }, parts));
+        }
+        let timeout = self.config.request_timeout;
+        let replies = join_all(exchanges.iter().map(|(x, _)| x.conn.send(&x.plan, renew::VERSION, timeout))).await;
+        for ((x, parts), reply) in exchanges.into_iter().zip(replies) {
+            let reply = match reply.and_then(|r| match ShareError::broker(r.reply.error_code, "renewing locks") {
+                Some(e) => Err(e),
+                None => Ok(r),
+            }) {
+                Ok(reply) => reply,
+                Err(e) => {
+                    // The session's epoch is unknown now: start it over.
+                    tracing::info!(node = x.node, error = %e, "renewing locks failed; share session reopened");
+                    self.lose_session(x.node, AckFailure::from(&e));
+                    continue;
+                }
+            };
+            self.sessions.entry(x.node).or_default().acknowledged();
+            let RenewResponse { reply, acquisition_lock_timeout_ms } = reply;
+            let lock = Duration::from_millis(acquisition_lock_timeout_ms.max(0) as u64);
+            let expires_at = sent_at + if lock.is_zero() { self.lock_timeout } else { lock };
+            for topic in &reply.responses {
+                for part in &topic.partitions {
+                    let Some((tp, ranges)) = parts.get(&(topic.topic_id, part.partition_index)) else { continue };
+                    if let Some(error) = ResponseError::try_from_code(part.error_code) {
+                        tracing::warn!(partition = %tp, %error, "lock renewal refused");
+                        self.partition_error(x.node, tp, error);
+                        continue;
+                    }
+                    for offset in self.tracker.renewed(tp, x.node, ranges, expires_at) {
+                        renewed.push((tp.clone(), offset, expires_at));
+                    }
+                }
+            }
+        }
+        renewed
     }
 
     /// Acknowledgements of partitions that moved away go out on their own

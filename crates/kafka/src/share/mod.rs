@@ -7,7 +7,8 @@
 //! with each partition leader, [`fetch`] decodes acquired records, and
 //! [`acks`] holds the records we own until they are acknowledged. The
 //! consumer itself ([`consumer`]) drives ShareFetch and ShareAcknowledge.
-//! [`offsets`] reads and changes a group's start offsets from outside it.
+//! [`offsets`] reads and changes a group's start offsets from outside it;
+//! [`renew`] encodes KIP-1222's lock renewal, which kafka-protocol lacks.
 
 mod acks;
 mod cluster;
@@ -18,6 +19,7 @@ mod error;
 mod fetch;
 mod membership;
 mod offsets;
+mod renew;
 mod session;
 mod subscription;
 

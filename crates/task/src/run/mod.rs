@@ -6,8 +6,10 @@
 //! The next batch is fetched while `put()` runs, when `put()` is slower than
 //! a fetch. A batch that fails in a way that may pass is kept and put again
 //! after a backoff, as Connect retries, and handed back to the broker
-//! (RELEASE, which costs a delivery) only when its locks are about to run out.
+//! (RELEASE, which costs a delivery) only when its locks are about to run
+//! out; on Kafka 4.2+ they are renewed instead (KIP-1222, [`renew`]).
 
+mod renew;
 mod swap;
 
 pub use swap::{Swap, Swapped};
@@ -153,6 +155,7 @@ impl TaskLoop {
             {
                 self.tick().await?;
             }
+            self.renew_locks().await;
             self.flush_if_due(idle).await?;
             if (idle || self.last_commit.elapsed() >= COMMIT_INTERVAL) && self.commit().await? {
                 prefetched = None;
@@ -328,6 +331,7 @@ impl TaskLoop {
     /// One round of local retries: give up on what cannot wait any longer,
     /// back off, put the rest again. No new records are fetched meanwhile.
     async fn retry(&mut self, stop: &CancellationToken) -> Result<(), Failure> {
+        self.renew_locks().await;
         let now = Instant::now();
         let mut again = Vec::new();
         let mut soonest_lock: Option<Duration> = None;

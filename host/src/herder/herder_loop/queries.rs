@@ -78,6 +78,7 @@ impl HerderLoop {
                     delivery: t.metrics.share_delivery.get().map(|rules| TaskDelivery {
                         rules: rules.clone(),
                         records_archived: t.metrics.archived.load(std::sync::atomic::Ordering::Relaxed),
+                        records_renewed: t.metrics.renewed.load(std::sync::atomic::Ordering::Relaxed),
                     }),
                     guarantee: t.metrics.delivery_guarantee.get().copied(),
                     plugin: t.plugin.clone(),

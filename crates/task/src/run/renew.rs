@@ -1,0 +1,54 @@
+//! KIP-1222 on the task's side: on a broker that renews locks (Kafka 4.2+),
+//! the locks of records the plugin holds or a retry keeps are renewed
+//! before they run out, so that such records are flushed on their own
+//! schedule and put again after their backoff, instead of being flushed
+//! early or released (which costs a delivery).
+
+use super::{LOCK_SAFETY_MARGIN, TaskLoop};
+use crate::in_flight::Stage;
+use spillway_kafka::share::TopicPartition;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// A lock with less than this left is renewed: early enough that the flush
+/// or hand-back at `LOCK_SAFETY_MARGIN` never comes first. (A group whose
+/// locks are shorter than this has them renewed on every turn of the loop.)
+const RENEW_WHEN_LEFT: Duration = LOCK_SAFETY_MARGIN.saturating_mul(2);
+
+impl TaskLoop {
+    pub(super) async fn renew_locks(&mut self) {
+        if !(self.records.is_holding() || self.records.is_retrying()) || !self.source.renews_locks() {
+            return;
+        }
+        let now = Instant::now();
+        let due: Vec<(u64, TopicPartition, i64)> = self
+            .records
+            .iter()
+            .filter(|(_, t)| !matches!(t.stage, Stage::Delivered))
+            .filter(|(_, t)| t.lock_left(now).is_some_and(|left| left < RENEW_WHEN_LEFT))
+            .map(|(id, t)| (id, TopicPartition::new(&t.record.topic, t.record.partition), t.record.offset))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let asked: Vec<(TopicPartition, i64)> = due.iter().map(|(_, tp, offset)| (tp.clone(), *offset)).collect();
+        let renewed: HashMap<(TopicPartition, i64), Instant> =
+            self.source.renew(&asked).await.into_iter().map(|(tp, offset, until)| ((tp, offset), until)).collect();
+        for (id, tp, offset) in due {
+            if let Some(until) = renewed.get(&(tp, offset)) {
+                self.records.renew_lock(id, *until);
+            }
+        }
+        self.metrics.renewed.fetch_add(renewed.len() as u64, Relaxed);
+        if renewed.len() < asked.len() {
+            // Those keep their locks: flushed or handed back before they run out.
+            tracing::warn!(
+                task = self.name,
+                asked = asked.len(),
+                renewed = renewed.len(),
+                "some locks were not renewed"
+            );
+        }
+    }
+}
