@@ -132,10 +132,10 @@ async fn wait_lag(herder: &Herder, name: &str, records: i64) -> ConnectorLag {
 /// A classic connector's lag per partition, in its status (and
 /// `/metrics`): created stopped over 30 records, every record is lag,
 /// counted from each partition's start; resumed, none once all are written,
-/// each partition's committed offset at its end. A share connector has none
-/// (not measured: see `herder/lag.rs`). On test.sh's Apache Kafka.
+/// each partition's committed offset at its end; and a share connector's,
+/// as its broker counts it. On test.sh's Apache Kafka.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_classic_connectors_lag_is_measured_per_partition() {
+async fn a_connectors_lag_is_measured_per_partition_in_classic_and_share_groups() {
     let broker = Cluster::start_or_env("SOURCE");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique("lag");
@@ -160,15 +160,24 @@ async fn a_classic_connectors_lag_is_measured_per_partition() {
     assert!(lag.partitions.iter().all(|p| p.offset == Some(p.log_end)), "{lag:?}");
     assert_each_exactly_once(&file_sink_keys(dir.path(), "lag"), &keys, "classic group");
 
-    // A share connector (the worker's default) beside it: measured once
-    // the classic one is measured again, and shown without a lag.
+    // A share connector (the worker's default) beside it, measured as the
+    // broker counts (KIP-1226): none left once it wrote every record; 10
+    // when 10 more come while it is stopped (its group exists: counted from
+    // where the group is, not from each partition's start, which would be
+    // 40); none again once resumed.
     herder.create("shared".into(), file_sink("shared", &topic, dir.path(), &[]), None).await.unwrap();
-    let (measured, deadline) = (lag.measured_at_ms, Instant::now() + PATIENCE);
-    while herder.status("lag".into()).await.unwrap().lag.is_none_or(|l| l.measured_at_ms <= measured + 600) {
-        assert!(Instant::now() < deadline, "the lag was not measured again");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(herder.status("shared".into()).await.unwrap().lag, None);
+    let lag = wait_lag(&herder, "shared", 0).await;
+    assert_eq!(lag.partitions.len(), 2, "{lag:?}");
+    assert_each_exactly_once(&file_sink_keys(dir.path(), "shared"), &keys, "share group");
+    herder.stop("shared".into()).await.unwrap();
+    let mut keys = keys;
+    keys.extend(produce(&broker.bootstrap, &topic, 10).await);
+    let lag = wait_lag(&herder, "shared", 10).await;
+    println!("a stopped share connector's lag on {}: {lag:?}", broker.description);
+    assert!(lag.partitions.iter().all(|p| p.log_end > 0 && p.records <= p.log_end), "{lag:?}");
+    herder.resume("shared".into()).await.unwrap();
+    wait_lag(&herder, "shared", 0).await;
+    assert_each_exactly_once(&file_sink_keys(dir.path(), "shared"), &keys, "share group, resumed");
     herder.shutdown().await.unwrap();
 }
 

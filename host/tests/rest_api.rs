@@ -731,7 +731,8 @@ async fn metrics_and_topics_after_records_flow() {
     let mut text = String::new();
     for _ in 0..ATTEMPTS {
         text = host.metrics().await;
-        if metric_sum(&text, "spillway_records_accepted_total", "metered") >= 50.0 {
+        let accepted = metric_sum(&text, "spillway_records_accepted_total", "metered");
+        if accepted >= 50.0 && metric_sum(&text, "spillway_task_records_in_flight", "metered") == 0.0 {
             break;
         }
         tokio::time::sleep(POLL).await;
@@ -747,6 +748,8 @@ async fn metrics_and_topics_after_records_flow() {
         assert!(text.contains(&format!("{family}{{connector=\"metered\",task=\"0\"}} ")), "{family}");
     }
     assert!(text.contains("# TYPE spillway_plugin_memory_bytes gauge\n"));
+    // All 50 accepted: none left in flight.
+    assert_eq!(metric_sum(&text, "spillway_task_records_in_flight", "metered"), 0.0);
     assert!(text.contains("spillway_commit_failures_total{connector=\"metered\",task=\"0\"} "));
     let count = metric_sum(&text, "spillway_put_latency_seconds_count", "metered");
     assert!(count >= 1.0, "{text}");

@@ -491,6 +491,8 @@ async fn a_minute_long_outage_on_15_second_locks_renews_them_and_costs_no_delive
     assert!(accepted_keys(dir.path(), &name).is_empty(), "accepted during the outage");
     // Fetched in its first seconds: a task fetches nothing new while it retries.
     let held = herder.task_metrics().await.unwrap()[0].metrics.polled.load(Relaxed);
+    let in_flight = herder.task_metrics().await.unwrap()[0].metrics.in_flight.load(Relaxed);
+    assert_eq!(in_flight, held, "every record taken is in flight during the outage");
     std::fs::remove_file(&outage).unwrap();
 
     wait_for_keys(dir.path(), &name, &keys, Duration::from_secs(90)).await;

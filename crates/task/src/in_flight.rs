@@ -99,6 +99,10 @@ impl InFlight {
         Some(tracked.record)
     }
 
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
     pub fn is_holding(&self) -> bool {
         self.counts.held > 0
     }

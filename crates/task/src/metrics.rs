@@ -51,6 +51,8 @@ pub struct TaskMetrics {
     /// Set once the task started.
     pub delivery_guarantee: OnceLock<DeliveryGuarantee>,
     pub plugin_memory_bytes: AtomicU64,
+    /// Records taken and not acknowledged yet, as of the loop's last turn.
+    pub in_flight: AtomicU64,
     /// Cumulative counts per bucket of `PUT_LATENCY_BUCKETS` (plus +Inf).
     pub put_latency_buckets: [AtomicU64; PUT_LATENCY_BUCKETS.len() + 1],
     pub put_latency_sum_micros: AtomicU64,

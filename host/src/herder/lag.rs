@@ -1,20 +1,19 @@
-//! How far each connector's classic group is behind the end of its topics,
-//! per partition: the committed offset's distance from the log end.
-//! Measured every `metrics.lag.interval.ms` by a task of its own, off the
-//! herder's loop; the status and `/metrics` show the last measure and never
-//! wait for the broker.
-//!
-//! Share groups are not measured: on Apache Kafka 4.4 the share-partition
-//! start offset that DescribeShareGroupOffsets v0 answers stayed at 0 after
-//! every record was acknowledged (seen in `group_offsets`' lag test), so a
-//! lag from it would show records long written as pending. The broker's own
-//! lag is in v1 (KIP-1226), which `kafka-protocol` 0.18 does not carry.
+//! How far each connector's group is behind the end of its topics, per
+//! partition. A classic group: the committed offset's distance from the
+//! log end. A share group: the broker's own count (KIP-1226,
+//! DescribeShareGroupOffsets v1), from the share-partition start offset to
+//! the end, less what was acknowledged beyond it, so records in flight
+//! count until they are acknowledged. Measured every
+//! `metrics.lag.interval.ms` by a task of its own, off the herder's loop;
+//! the status and `/metrics` show the last measure and never wait for the
+//! broker.
 
 use super::offsets::OffsetsTarget;
 use super::types::{ConnectorLag, PartitionLag};
 use super::{HerderError, HerderResult, WeakHerder};
 use crate::connector::GroupProtocol;
 use crate::kafka::groups;
+use crate::kafka::share::ShareLag;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,10 +47,6 @@ pub(super) async fn monitor(herder: WeakHerder, view: LagView, every: Duration) 
         for name in names {
             let last = view.of(&name);
             let target = handle.offsets_target(name.clone()).await;
-            let target = target.and_then(|t| match t.protocol {
-                GroupProtocol::Classic => Ok(t),
-                GroupProtocol::Share => Err(HerderError::BadRequest("share groups are not measured".into())),
-            });
             match target.map(measure) {
                 Ok(measuring) => match measuring.await {
                     Ok(lag) => {
@@ -62,7 +57,7 @@ pub(super) async fn monitor(herder: WeakHerder, view: LagView, every: Duration) 
                         measured.extend(last.map(|lag| (name, lag)));
                     }
                 },
-                Err(_) => continue, // deleted, its config invalid, or a share group
+                Err(_) => continue, // deleted, or its config invalid
             }
         }
         drop(handle);
@@ -70,33 +65,66 @@ pub(super) async fn monitor(herder: WeakHerder, view: LagView, every: Duration) 
     }
 }
 
-/// One classic connector's lag now: its group's positions, then its
-/// partitions' ends (a position read first can only make the lag look larger).
+/// One connector's lag now: its group's positions, then its partitions'
+/// ends (a position read first can only make the lag look larger).
 pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag> {
+    let partitions = match target.protocol {
+        GroupProtocol::Classic => {
+            let positions = target.clone().read().await?;
+            let at: BTreeMap<(String, i32), i64> = positions
+                .offsets
+                .into_iter()
+                .filter_map(|p| Some(((p.partition.kafka_topic, p.partition.kafka_partition), p.offset?.kafka_offset)))
+                .collect();
+            let ends = ends(&target).await?;
+            ends.into_iter()
+                .map(|(topic, partition, low, high)| {
+                    let offset = at.get(&(topic.clone(), partition)).copied();
+                    // No position yet: the group reads from the first record
+                    // (Connect's earliest).
+                    let from = offset.unwrap_or(low).max(low);
+                    PartitionLag { topic, partition, offset, log_end: high, records: (high - from).max(0) }
+                })
+                .collect()
+        }
+        GroupProtocol::Share => {
+            let lags: BTreeMap<(String, i32), ShareLag> =
+                target.read_share_lag().await?.into_iter().map(|l| ((l.topic.clone(), l.partition), l)).collect();
+            let ends = ends(&target).await?;
+            ends.into_iter()
+                .map(|(topic, partition, low, high)| share_partition(&lags, topic, partition, low, high))
+                .collect()
+        }
+    };
+    let partitions: Vec<PartitionLag> = partitions;
+    let measured_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    Ok(ConnectorLag { records: partitions.iter().map(|p| p.records).sum(), partitions, measured_at_ms })
+}
+
+/// A share group's partition: the broker's count where it has one; where
+/// the group has not read yet, every record from the first (the task
+/// starts a share group at the earliest offset, as Connect's sinks start).
+fn share_partition(
+    lags: &BTreeMap<(String, i32), ShareLag>,
+    topic: String,
+    partition: i32,
+    low: i64,
+    high: i64,
+) -> PartitionLag {
+    match lags.get(&(topic.clone(), partition)) {
+        Some(lag) => PartitionLag { topic, partition, offset: lag.start_offset, log_end: high, records: lag.records },
+        None => PartitionLag { topic, partition, offset: None, log_end: high, records: (high - low).max(0) },
+    }
+}
+
+/// Each of the connector's partitions, with its first offset and its end.
+async fn ends(target: &OffsetsTarget) -> HerderResult<Vec<(String, i32, i64, i64)>> {
     let (cluster, topics, pattern) = (target.cluster.clone(), target.topics.clone(), target.topics_pattern.clone());
-    let positions = target.read().await?;
-    let ends = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let topics = groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
         groups::watermarks(&cluster, &topics)
     })
     .await
     .map_err(|e| HerderError::Internal(e.to_string()))?
-    .map_err(|e| HerderError::Internal(format!("reading the topics' ends: {e:#}")))?;
-    let at: BTreeMap<(String, i32), i64> = positions
-        .offsets
-        .into_iter()
-        .filter_map(|p| Some(((p.partition.kafka_topic, p.partition.kafka_partition), p.offset?.kafka_offset)))
-        .collect();
-    let partitions: Vec<PartitionLag> = ends
-        .into_iter()
-        .map(|(topic, partition, low, high)| {
-            let offset = at.get(&(topic.clone(), partition)).copied();
-            // No position yet: the group reads from the first record
-            // (Connect's earliest).
-            let from = offset.unwrap_or(low).max(low);
-            PartitionLag { topic, partition, offset, log_end: high, records: (high - from).max(0) }
-        })
-        .collect();
-    let measured_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    Ok(ConnectorLag { records: partitions.iter().map(|p| p.records).sum(), partitions, measured_at_ms })
+    .map_err(|e| HerderError::Internal(format!("reading the topics' ends: {e:#}")))
 }

@@ -9,11 +9,12 @@ use super::{HerderError, HerderResult};
 use crate::connector::GroupProtocol;
 use crate::kafka::clients::ClusterAccess;
 use crate::kafka::groups::{self, GroupBusy, GroupDeletion, NoSuchPartition, Position};
-use crate::kafka::share::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
+use crate::kafka::share::{ShareGroupOffsets, ShareLag, ShareOffsetsError, StartOffset};
 use regex::Regex;
 use std::collections::BTreeSet;
 
 /// A connector's group and topics.
+#[derive(Clone)]
 pub struct OffsetsTarget {
     /// The worker's cluster, with the connector's `admin.override.*`.
     pub cluster: ClusterAccess,
@@ -114,6 +115,12 @@ impl OffsetsTarget {
                 })
                 .collect(),
         })
+    }
+
+    /// The share group's lag in the connector's topics, as the broker counts it.
+    pub async fn read_share_lag(&self) -> HerderResult<Vec<ShareLag>> {
+        let lags = self.admin().await?.lag().await.map_err(share_error)?;
+        Ok(lags.into_iter().filter(|l| self.consumes(&l.topic)).collect())
     }
 
     /// Kafka deletes a share group's start offsets a whole topic at a time:

@@ -84,6 +84,16 @@ pub fn render(entries: &[TaskMetricsEntry]) -> String {
     for e in entries {
         let _ = writeln!(out, "{memory}{{{}}} {}", labels(e), e.metrics.plugin_memory_bytes.load(Relaxed));
     }
+    let in_flight = "spillway_task_records_in_flight";
+    family(
+        &mut out,
+        in_flight,
+        "Records the task took and has not acknowledged yet (in put(), held by the plugin, or kept for a retry).",
+        "gauge",
+    );
+    for e in entries {
+        let _ = writeln!(out, "{in_flight}{{{}}} {}", labels(e), e.metrics.in_flight.load(Relaxed));
+    }
     let latency = "spillway_put_latency_seconds";
     family(&mut out, latency, "Time one put() call took.", "histogram");
     for e in entries {

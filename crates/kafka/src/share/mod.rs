@@ -8,7 +8,8 @@
 //! [`acks`] holds the records we own until they are acknowledged. The
 //! consumer itself ([`consumer`]) drives ShareFetch and ShareAcknowledge.
 //! [`offsets`] reads and changes a group's start offsets from outside it;
-//! [`renew`] encodes KIP-1222's lock renewal, which kafka-protocol lacks.
+//! [`renew`] and [`lag`] encode KIP-1222's lock renewal and KIP-1226's lag,
+//! which kafka-protocol lacks.
 
 mod acks;
 mod cluster;
@@ -17,6 +18,7 @@ mod connection;
 mod consumer;
 mod error;
 mod fetch;
+mod lag;
 mod membership;
 mod offsets;
 mod renew;
@@ -29,7 +31,7 @@ pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
 pub(crate) use connection::Connection;
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
-pub use offsets::{ShareGroupOffsets, ShareOffsetsError, StartOffset};
+pub use offsets::{ShareGroupOffsets, ShareLag, ShareOffsetsError, StartOffset};
 
 use crate::security::ClientSecurity;
 use std::collections::BTreeMap;

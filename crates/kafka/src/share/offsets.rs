@@ -10,6 +10,7 @@
 use super::cluster::Cluster;
 use super::connection::Connection;
 use super::error::ShareError;
+use super::lag::{self, DescribeLag};
 use crate::clients::{ClusterAccess, Role};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_request::{
@@ -36,12 +37,21 @@ pub struct StartOffset {
     pub offset: i64,
 }
 
+/// One partition's lag in a share group, as its broker counts it (KIP-1226).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShareLag {
+    pub topic: String,
+    pub partition: i32,
+    /// The share-partition start offset; `None` before the group read there.
+    pub start_offset: Option<i64>,
+    /// Records not finished yet, those in flight included: from the start
+    /// offset to the end, less what was acknowledged beyond the start.
+    pub records: i64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ShareOffsetsError {
-    #[error(
-        "the broker does not serve {0} (API key {1}), which reading or changing a share group's offsets needs \
-         (Apache Kafka 4.1 or later)"
-    )]
+    #[error("the broker does not serve {0} (API key {1}), which reading or changing a share group's offsets needs")]
     Unsupported(&'static str, i16),
     #[error("share group '{0}' still has members; its offsets change only once every consumer has left it")]
     GroupNotEmpty(String),
@@ -81,7 +91,7 @@ impl ShareGroupOffsets {
     /// Every partition the group has a start offset for, in order; none for a
     /// group that does not exist.
     pub async fn describe(&self) -> Result<Vec<StartOffset>, ShareOffsetsError> {
-        let version = self.version::<DescribeShareGroupOffsetsRequest>("DescribeShareGroupOffsets")?;
+        let version = self.version::<DescribeShareGroupOffsetsRequest>("DescribeShareGroupOffsets (Kafka 4.1+)")?;
         // No topics: all of the group's.
         let group = DescribeShareGroupOffsetsRequestGroup::default().with_group_id(self.group_id()).with_topics(None);
         let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]);
@@ -114,13 +124,56 @@ impl ShareGroupOffsets {
         Ok(offsets)
     }
 
+    /// The broker's lag of each partition the group has read (KIP-1226:
+    /// DescribeShareGroupOffsets v1), in order; none for a group that does
+    /// not exist.
+    pub async fn lag(&self) -> Result<Vec<ShareLag>, ShareOffsetsError> {
+        let served = self.cluster.versions.max_version(DescribeLag::KEY);
+        if served.is_none_or(|v| v < lag::VERSION) {
+            return Err(ShareOffsetsError::Unsupported(
+                "DescribeShareGroupOffsets v1, with lag (KIP-1226)",
+                DescribeLag::KEY,
+            ));
+        }
+        let group = DescribeShareGroupOffsetsRequestGroup::default().with_group_id(self.group_id()).with_topics(None);
+        let req = DescribeLag(DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]));
+        let reply = self.coordinator.send(&req, lag::VERSION, TIMEOUT).await?;
+        let mut lags = Vec::new();
+        for group in reply.groups {
+            match ResponseError::try_from_code(group.error_code) {
+                None => {}
+                Some(ResponseError::GroupIdNotFound) => return Ok(Vec::new()),
+                Some(error) => {
+                    return Err(self.group_error(error, group.error_message.map(StrBytes::from_string), "describing"));
+                }
+            }
+            for p in group.partitions {
+                if let Some(error) = ResponseError::try_from_code(p.error_code) {
+                    return Err(partition_error(
+                        &p.topic,
+                        p.partition,
+                        error,
+                        p.error_message.map(StrBytes::from_string),
+                    ));
+                }
+                // -1: the broker cannot say (no start offset there yet).
+                if p.lag >= 0 {
+                    let start_offset = (p.start_offset >= 0).then_some(p.start_offset);
+                    lags.push(ShareLag { topic: p.topic, partition: p.partition, start_offset, records: p.lag });
+                }
+            }
+        }
+        lags.sort();
+        Ok(lags)
+    }
+
     /// Moves the given partitions' start offsets. Kafka allows it only while
     /// the group has no members.
     pub async fn alter(&self, offsets: &[StartOffset]) -> Result<(), ShareOffsetsError> {
         if offsets.is_empty() {
             return Ok(());
         }
-        let version = self.version::<AlterShareGroupOffsetsRequest>("AlterShareGroupOffsets")?;
+        let version = self.version::<AlterShareGroupOffsetsRequest>("AlterShareGroupOffsets (Kafka 4.1+)")?;
         let mut by_topic: BTreeMap<&str, Vec<AlterShareGroupOffsetsRequestPartition>> = BTreeMap::new();
         for o in offsets {
             by_topic.entry(&o.topic).or_default().push(
@@ -163,7 +216,7 @@ impl ShareGroupOffsets {
         if topics.is_empty() {
             return Ok(());
         }
-        let version = self.version::<DeleteShareGroupOffsetsRequest>("DeleteShareGroupOffsets")?;
+        let version = self.version::<DeleteShareGroupOffsetsRequest>("DeleteShareGroupOffsets (Kafka 4.1+)")?;
         let topics = topics
             .iter()
             .map(|t| DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(topic_name(t)))

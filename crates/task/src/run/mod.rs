@@ -112,6 +112,7 @@ impl TaskLoop {
     async fn iterate_until(&mut self, stop: &CancellationToken) -> Result<(), Failure> {
         let mut prefetched: Option<Vec<ConsumedRecord>> = None;
         loop {
+            self.metrics.in_flight.store(self.records.len() as u64, Relaxed);
             if stop.is_cancelled() {
                 return Ok(());
             }
