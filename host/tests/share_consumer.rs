@@ -499,8 +499,10 @@ async fn renewed_locks_keep_held_records_past_their_lock_duration() {
     }
     let mut other = join(&broker, &group, &topic).await;
 
-    let wanted: Vec<_> =
-        held.iter().map(|r| (spillway::kafka::share::TopicPartition::new(&r.topic, r.partition), r.offset)).collect();
+    let wanted: Vec<_> = held
+        .iter()
+        .map(|r| (spillway::kafka::share::TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
+        .collect();
     let (started, mut renewals, mut stolen) = (Instant::now(), 0, Vec::new());
     while started.elapsed() < LOCK * 3 {
         let renewed = holder.renew(&wanted).await;

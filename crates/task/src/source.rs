@@ -60,9 +60,9 @@ impl Source {
         matches!(self, Source::Share(s) if s.renews_locks())
     }
 
-    /// Restarts the locks of records the task still works on; returns those
-    /// renewed, with their new expiry.
-    pub async fn renew(&mut self, records: &[(TopicPartition, i64)]) -> Vec<(TopicPartition, i64, Instant)> {
+    /// Restarts the locks of records (offset, delivery count) the task still
+    /// works on; returns those renewed, with their new expiry.
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> Vec<(TopicPartition, i64, Instant)> {
         match self {
             Source::Share(s) => s.renew(records).await,
             Source::Classic(_) => Vec::new(),

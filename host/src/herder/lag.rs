@@ -101,9 +101,10 @@ pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag>
     Ok(ConnectorLag { records: partitions.iter().map(|p| p.records).sum(), partitions, measured_at_ms })
 }
 
-/// A share group's partition: the broker's count where it has one; where
-/// the group has not read yet, every record from the first (the task
-/// starts a share group at the earliest offset, as Connect's sinks start).
+/// A share group's partition: the broker's count where it has one; else
+/// from the start offset; where the group has not read yet, every record
+/// from the first (the task starts a share group at the earliest offset,
+/// as Connect's sinks start).
 fn share_partition(
     lags: &BTreeMap<(String, i32), ShareLag>,
     topic: String,
@@ -112,7 +113,11 @@ fn share_partition(
     high: i64,
 ) -> PartitionLag {
     match lags.get(&(topic.clone(), partition)) {
-        Some(lag) => PartitionLag { topic, partition, offset: lag.start_offset, log_end: high, records: lag.records },
+        Some(lag) => {
+            let from = lag.start_offset.unwrap_or(low).max(low);
+            let records = lag.records.unwrap_or((high - from).max(0));
+            PartitionLag { topic, partition, offset: lag.start_offset, log_end: high, records }
+        }
         None => PartitionLag { topic, partition, offset: None, log_end: high, records: (high - low).max(0) },
     }
 }

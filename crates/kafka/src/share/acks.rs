@@ -111,15 +111,20 @@ impl AckTracker {
         Ok(())
     }
 
-    /// Of `offsets` of `tp`, those a RENEW may extend: visible, not
-    /// acknowledged yet, lock still running. With the broker that holds them.
-    pub fn renewable(&self, tp: &TopicPartition, offsets: &[i64], now: Instant) -> Option<(i32, Vec<AckRange>)> {
+    /// Of the `(offset, delivery count)`s of `tp`, those a RENEW may
+    /// extend: this very delivery (not a later one of the same offset),
+    /// visible, not acknowledged yet, lock still running. With the broker
+    /// that holds them.
+    pub fn renewable(&self, tp: &TopicPartition, records: &[(i64, u16)], now: Instant) -> Option<(i32, Vec<AckRange>)> {
         let part = self.parts.get(tp)?;
         let mut ranges = Vec::new();
-        let mut sorted = offsets.to_vec();
+        let mut sorted = records.to_vec();
         sorted.sort_unstable();
-        for offset in sorted {
-            if part.held.get(&offset).is_some_and(|h| h.visible && h.ack.is_none() && h.expires_at > now) {
+        for (offset, delivery_count) in sorted {
+            let held = part.held.get(&offset);
+            if held.is_some_and(|h| {
+                h.delivery_count == delivery_count && h.visible && h.ack.is_none() && h.expires_at > now
+            }) {
                 push_offset(&mut ranges, offset, RENEW);
             }
         }
@@ -293,8 +298,11 @@ mod tests {
             t.acquired(&tp(), 1, at(o, 1, soon, now), (o == 2).then_some(GAP));
         }
         t.acknowledge(&tp(), 3, AckType::Accept, now).unwrap();
-        // 2 is a gap, 3 is acknowledged, 9 was never ours.
-        let (node, ranges) = t.renewable(&tp(), &[4, 0, 1, 2, 3, 9], now).unwrap();
+        // 2 is a gap, 3 is acknowledged, 9 was never ours; 5 is delivered
+        // again (count 2), and its first delivery is not this one.
+        t.acquired(&tp(), 1, at(5, 2, soon, now), None);
+        let asked = [(4, 1), (0, 1), (1, 1), (2, 1), (3, 1), (9, 1), (5, 1)];
+        let (node, ranges) = t.renewable(&tp(), &asked, now).unwrap();
         assert_eq!(node, 1);
         let renew = |first, last| AckRange { first, last, kind: RENEW };
         assert_eq!(ranges, vec![renew(0, 1), renew(4, 4)]);
@@ -302,7 +310,7 @@ mod tests {
         assert_eq!(t.renewed(&tp(), 1, &ranges, later), vec![0, 1, 4]);
         // Renewed, 0 can be acknowledged after its first lock would have run out.
         t.acknowledge(&tp(), 0, AckType::Accept, soon + Duration::from_secs(1)).unwrap();
-        assert!(t.renewable(&tp(), &[0, 1], later).is_none(), "expired locks are not renewed");
+        assert!(t.renewable(&tp(), &[(0, 1), (1, 1)], later).is_none(), "expired locks are not renewed");
         assert!(t.renewed(&tp(), 2, &ranges, later).is_empty(), "another broker's answer renews nothing");
     }
 

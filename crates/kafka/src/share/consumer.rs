@@ -234,19 +234,23 @@ impl ShareConsumer {
         self.cluster.versions.max_version(ShareAcknowledgeRequest::KEY).is_some_and(|v| v >= renew::VERSION)
     }
 
-    /// Restart the acquisition locks of `records` the application still
-    /// works on (KIP-1222 RENEW): they stay acquired, their delivery counts
-    /// unchanged. Returns those renewed, with their new lock expiry; the
-    /// rest keep their locks (and are redelivered when those run out).
-    pub async fn renew(&mut self, records: &[(TopicPartition, i64)]) -> Vec<(TopicPartition, i64, Instant)> {
+    /// Restart the acquisition locks of `records` (offset and delivery
+    /// count) the application still works on (KIP-1222 RENEW): they stay
+    /// acquired, their delivery counts unchanged. Returns those renewed,
+    /// with their new lock expiry; the rest keep their locks (and are
+    /// redelivered when those run out).
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> Vec<(TopicPartition, i64, Instant)> {
         let mut renewed = Vec::new();
         if !self.renews_locks() {
             return renewed;
         }
+        // Pending acknowledgements go first: a renewal that fails loses the
+        // session, and with it whatever still waits to be sent.
+        self.send_acks(self.tracker.nodes_with_pending()).await;
         let sent_at = Instant::now();
-        let mut offsets: BTreeMap<&TopicPartition, Vec<i64>> = BTreeMap::new();
-        for (tp, offset) in records {
-            offsets.entry(tp).or_default().push(*offset);
+        let mut offsets: BTreeMap<&TopicPartition, Vec<(i64, u16)>> = BTreeMap::new();
+        for (tp, offset, delivery_count) in records {
+            offsets.entry(tp).or_default().push((*offset, *delivery_count));
         }
         let mut by_node: BTreeMap<i32, BTreeMap<Tip, (TopicPartition, Vec<AckRange>)>> = BTreeMap::new();
         for (tp, offsets) in offsets {

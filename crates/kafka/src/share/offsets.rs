@@ -46,7 +46,8 @@ pub struct ShareLag {
     pub start_offset: Option<i64>,
     /// Records not finished yet, those in flight included: from the start
     /// offset to the end, less what was acknowledged beyond the start.
-    pub records: i64,
+    /// `None` where the broker cannot count them.
+    pub records: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,10 +157,12 @@ impl ShareGroupOffsets {
                         p.error_message.map(StrBytes::from_string),
                     ));
                 }
-                // -1: the broker cannot say (no start offset there yet).
-                if p.lag >= 0 {
-                    let start_offset = (p.start_offset >= 0).then_some(p.start_offset);
-                    lags.push(ShareLag { topic: p.topic, partition: p.partition, start_offset, records: p.lag });
+                // -1: not known (no start offset there yet; a lag the broker
+                // cannot count).
+                let start_offset = (p.start_offset >= 0).then_some(p.start_offset);
+                let records = (p.lag >= 0).then_some(p.lag);
+                if start_offset.is_some() || records.is_some() {
+                    lags.push(ShareLag { topic: p.topic, partition: p.partition, start_offset, records });
                 }
             }
         }

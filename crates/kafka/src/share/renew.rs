@@ -100,7 +100,7 @@ impl Decodable for RenewResponse {
         check(version)?;
         let body = buf.copy_to_bytes(buf.remaining());
         let at = lock_timeout_at(&body)?;
-        let lock = (&body[at..]).try_get_i32().context("AcquisitionLockTimeoutMs")?;
+        let lock = body.get(at..).context("reply too short")?.try_get_i32().context("AcquisitionLockTimeoutMs")?;
         let mut v1 = BytesMut::with_capacity(body.len() - 4);
         v1.put_slice(&body[..at]);
         v1.put_slice(&body[at + 4..]);
@@ -223,6 +223,9 @@ mod tests {
         assert_eq!(read.acquisition_lock_timeout_ms, 15_000);
         assert_eq!(read.reply.responses[0].partitions[0].partition_index, 3);
         assert!(RenewResponse::decode(&mut bytes::Bytes::new(), 1).is_err(), "only v2");
+        // A message longer than the reply is an error, not a panic.
+        let lying = bytes::Bytes::from_static(b"\0\0\0\0\0\0\x7f");
+        assert!(RenewResponse::decode(&mut lying.clone(), VERSION).is_err());
 
         // With an error message, the lock follows the message.
         let failed = RenewResponse {

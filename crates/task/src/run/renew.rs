@@ -26,13 +26,21 @@ impl TaskLoop {
             .records
             .iter()
             .filter(|(_, t)| !matches!(t.stage, Stage::Delivered))
-            .filter(|(_, t)| t.lock_left(now).is_some_and(|left| left < RENEW_WHEN_LEFT))
+            // A lock that ran out is not ours to renew: the broker may have
+            // handed the record to us again, as another delivery.
+            .filter(|(_, t)| t.lock_left(now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
             .map(|(id, t)| (id, TopicPartition::new(&t.record.topic, t.record.partition), t.record.offset))
             .collect();
         if due.is_empty() {
             return;
         }
-        let asked: Vec<(TopicPartition, i64)> = due.iter().map(|(_, tp, offset)| (tp.clone(), *offset)).collect();
+        let asked: Vec<(TopicPartition, i64, u16)> = due
+            .iter()
+            .map(|(id, tp, offset)| {
+                let count = self.records.get(*id).map_or(0, |t| t.record.delivery_count);
+                (tp.clone(), *offset, count)
+            })
+            .collect();
         let renewed: HashMap<(TopicPartition, i64), Instant> =
             self.source.renew(&asked).await.into_iter().map(|(tp, offset, until)| ((tp, offset), until)).collect();
         for (id, tp, offset) in due {
