@@ -68,7 +68,7 @@ pub(super) async fn monitor(herder: WeakHerder, view: LagView, every: Duration) 
 /// One connector's lag now: its group's positions, then its partitions'
 /// ends (a position read first can only make the lag look larger).
 pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag> {
-    let partitions = match target.protocol {
+    let partitions: Vec<PartitionLag> = match target.protocol {
         GroupProtocol::Classic => {
             let positions = target.clone().read().await?;
             let at: BTreeMap<(String, i32), i64> = positions
@@ -80,10 +80,7 @@ pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag>
             ends.into_iter()
                 .map(|(topic, partition, low, high)| {
                     let offset = at.get(&(topic.clone(), partition)).copied();
-                    // No position yet: the group reads from the first record
-                    // (Connect's earliest).
-                    let from = offset.unwrap_or(low).max(low);
-                    PartitionLag { topic, partition, offset, log_end: high, records: (high - from).max(0) }
+                    behind(topic, partition, offset, None, low, high)
                 })
                 .collect()
         }
@@ -92,34 +89,33 @@ pub(super) async fn measure(target: OffsetsTarget) -> HerderResult<ConnectorLag>
                 target.read_share_lag().await?.into_iter().map(|l| ((l.topic.clone(), l.partition), l)).collect();
             let ends = ends(&target).await?;
             ends.into_iter()
-                .map(|(topic, partition, low, high)| share_partition(&lags, topic, partition, low, high))
+                .map(|(topic, partition, low, high)| {
+                    let lag = lags.get(&(topic.clone(), partition));
+                    let (start, counted) = (lag.and_then(|l| l.start_offset), lag.and_then(|l| l.records));
+                    behind(topic, partition, start, counted, low, high)
+                })
                 .collect()
         }
     };
-    let partitions: Vec<PartitionLag> = partitions;
     let measured_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     Ok(ConnectorLag { records: partitions.iter().map(|p| p.records).sum(), partitions, measured_at_ms })
 }
 
-/// A share group's partition: the broker's count where it has one; else
-/// from the start offset; where the group has not read yet, every record
-/// from the first (the task starts a share group at the earliest offset,
-/// as Connect's sinks start).
-fn share_partition(
-    lags: &BTreeMap<(String, i32), ShareLag>,
+/// One partition's lag: what the broker counted (a share group's), else
+/// the distance from the group's position to the end; with no position
+/// yet, every record from the first (the group reads from the earliest, as
+/// Connect's sinks do).
+fn behind(
     topic: String,
     partition: i32,
+    offset: Option<i64>,
+    counted: Option<i64>,
     low: i64,
     high: i64,
 ) -> PartitionLag {
-    match lags.get(&(topic.clone(), partition)) {
-        Some(lag) => {
-            let from = lag.start_offset.unwrap_or(low).max(low);
-            let records = lag.records.unwrap_or((high - from).max(0));
-            PartitionLag { topic, partition, offset: lag.start_offset, log_end: high, records }
-        }
-        None => PartitionLag { topic, partition, offset: None, log_end: high, records: (high - low).max(0) },
-    }
+    let from = offset.unwrap_or(low).max(low);
+    let records = counted.unwrap_or((high - from).max(0));
+    PartitionLag { topic, partition, offset, log_end: high, records }
 }
 
 /// Each of the connector's partitions, with its first offset and its end.

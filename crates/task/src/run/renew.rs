@@ -22,28 +22,26 @@ impl TaskLoop {
             return;
         }
         let now = Instant::now();
-        let due: Vec<(u64, TopicPartition, i64)> = self
+        let due: Vec<(u64, TopicPartition, i64, u16)> = self
             .records
             .iter()
             .filter(|(_, t)| !matches!(t.stage, Stage::Delivered))
             // A lock that ran out is not ours to renew: the broker may have
             // handed the record to us again, as another delivery.
             .filter(|(_, t)| t.lock_left(now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
-            .map(|(id, t)| (id, TopicPartition::new(&t.record.topic, t.record.partition), t.record.offset))
+            .map(|(id, t)| {
+                let r = &t.record;
+                (id, TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count)
+            })
             .collect();
         if due.is_empty() {
             return;
         }
-        let asked: Vec<(TopicPartition, i64, u16)> = due
-            .iter()
-            .map(|(id, tp, offset)| {
-                let count = self.records.get(*id).map_or(0, |t| t.record.delivery_count);
-                (tp.clone(), *offset, count)
-            })
-            .collect();
+        let asked: Vec<(TopicPartition, i64, u16)> =
+            due.iter().map(|(_, tp, offset, count)| (tp.clone(), *offset, *count)).collect();
         let renewed: HashMap<(TopicPartition, i64), Instant> =
             self.source.renew(&asked).await.into_iter().map(|(tp, offset, until)| ((tp, offset), until)).collect();
-        for (id, tp, offset) in due {
+        for (id, tp, offset, _) in due {
             if let Some(until) = renewed.get(&(tp, offset)) {
                 self.records.renew_lock(id, *until);
             }
