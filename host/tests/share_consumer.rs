@@ -116,7 +116,6 @@ async fn accepted_records_are_not_delivered_again() {
     assert_eq!(got.len(), produced.len(), "a record was delivered twice");
     for r in &got {
         assert_eq!(r.delivery_count, 1, "{} redelivered", key(r));
-        assert!(r.lock_expires_at.is_some());
     }
     // Not ours (any more): refused, and nothing is sent for it.
     let r = &got[0];
@@ -505,8 +504,11 @@ async fn renewed_locks_keep_held_records_past_their_lock_duration() {
         .collect();
     let (started, mut renewals, mut stolen) = (Instant::now(), 0, Vec::new());
     while started.elapsed() < LOCK * 3 {
-        let renewed = holder.renew(&wanted).await;
-        assert_eq!(renewed.len(), held.len(), "every held record renewed");
+        let before: Vec<_> = held.iter().map(|r| lock_expiry(&holder, r)).collect();
+        assert_eq!(holder.renew(&wanted).await, held.len(), "every held record renewed");
+        for (r, before) in held.iter().zip(before) {
+            assert!(lock_expiry(&holder, r) > before, "{}'s lock was not moved on", key(r));
+        }
         renewals += 1;
         let until = Instant::now() + LOCK / 3;
         while Instant::now() < until {
@@ -540,4 +542,8 @@ async fn renewed_locks_keep_held_records_past_their_lock_duration() {
     );
     holder.close().await.unwrap();
     other.close().await.unwrap();
+}
+
+fn lock_expiry(consumer: &ShareConsumer, r: &ConsumedRecord) -> Option<Instant> {
+    consumer.lock_expiry(&r.topic, r.partition, r.offset, r.delivery_count)
 }

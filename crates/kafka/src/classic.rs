@@ -558,7 +558,6 @@ fn convert<M: Message>(m: &M) -> ConsumedRecord {
         value: m.payload().map(Bytes::copy_from_slice),
         headers,
         delivery_count: 1,
-        lock_expires_at: None,
         undecodable: None,
     }
 }

@@ -14,7 +14,6 @@ pub mod share;
 pub mod target;
 
 use bytes::Bytes;
-use std::time::Instant;
 
 /// Kafka's timestamp type of a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +35,10 @@ pub struct ConsumedRecord {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
     pub headers: Vec<(String, Option<Bytes>)>,
-    /// Share-group delivery count (1 on first delivery); 1 for classic groups.
+    /// Share-group delivery count (1 on first delivery); 1 for classic
+    /// groups. It names this delivery, as Kafka's `ConsumerRecord` does; its
+    /// lock (which renewals move) is the share consumer's to keep.
     pub delivery_count: u16,
-    /// When the share group's acquisition lock on this record runs out; `None`
-    /// under a classic group, where nothing expires.
-    pub lock_expires_at: Option<Instant>,
     /// Set when the record reached us but could not be decoded (a corrupt
     /// batch): why. The task rejects such a record instead of calling `put`.
     pub undecodable: Option<String>,
@@ -59,7 +57,6 @@ impl ConsumedRecord {
             value: None,
             headers: Vec::new(),
             delivery_count: 1,
-            lock_expires_at: None,
             undecodable: None,
         }
     }

@@ -4,13 +4,17 @@ use spillway_kafka::{ConsumedRecord, TimestampType};
 use spillway_runtime::batch::{self, BatchBuilder, RecordBatch, RecordRef};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// `now` is the wall clock at conversion, to turn each lock's deadline into
-/// the Unix time the plugin sees.
-pub fn to_batch<'a>(records: impl ExactSizeIterator<Item = (u64, &'a ConsumedRecord)>, now: SystemTime) -> RecordBatch {
+/// Each record comes with its id and when its lock runs out (share groups);
+/// `now` is the wall clock at conversion, to turn that into the Unix time
+/// the plugin sees.
+pub fn to_batch<'a>(
+    records: impl ExactSizeIterator<Item = (u64, &'a ConsumedRecord, Option<Instant>)>,
+    now: SystemTime,
+) -> RecordBatch {
     let mono = Instant::now();
     let mut builder = BatchBuilder::with_capacity(records.len());
-    for (id, r) in records {
-        let lock_deadline = r.lock_expires_at.map(|at| {
+    for (id, r, lock_expires_at) in records {
+        let lock_deadline = lock_expires_at.map(|at| {
             let at = now + at.saturating_duration_since(mono);
             at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
         });

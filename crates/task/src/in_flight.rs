@@ -3,7 +3,7 @@
 
 use spillway_kafka::ConsumedRecord;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where a record is between poll and acknowledgement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,13 +22,6 @@ pub(super) enum Stage {
 pub(super) struct Tracked {
     pub record: ConsumedRecord,
     pub stage: Stage,
-}
-
-impl Tracked {
-    /// Time left on the record's acquisition lock; `None` under a classic group.
-    pub fn lock_left(&self, now: Instant) -> Option<Duration> {
-        self.record.lock_expires_at.map(|at| at.saturating_duration_since(now))
-    }
 }
 
 /// The records, by the delivery id the plugin knows them by. Ids grow with
@@ -78,13 +71,6 @@ impl InFlight {
         self.counts.add(&stage, 1);
         tracked.stage = stage;
         true
-    }
-
-    /// The broker restarted the record's acquisition lock, until `until`.
-    pub fn renew_lock(&mut self, id: u64, until: Instant) {
-        if let Some(tracked) = self.records.get_mut(&id) {
-            tracked.record.lock_expires_at = Some(until);
-        }
     }
 
     /// Every record, oldest first.

@@ -61,12 +61,31 @@ impl Source {
     }
 
     /// Restarts the locks of records (offset, delivery count) the task still
-    /// works on; returns those renewed, with their new expiry.
-    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> Vec<(TopicPartition, i64, Instant)> {
+    /// works on; returns how many were renewed.
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> usize {
         match self {
             Source::Share(s) => s.renew(records).await,
-            Source::Classic(_) => Vec::new(),
+            Source::Classic(_) => 0,
         }
+    }
+
+    /// When the record's acquisition lock runs out, renewals counted; `None`
+    /// under a classic group, where nothing expires. The share consumer keeps
+    /// it: the task keeps no copy to fall out of step.
+    pub fn lock_expiry(&self, record: &ConsumedRecord) -> Option<Instant> {
+        match self {
+            Source::Share(s) => {
+                // Not held any more (its session lost, say): it ran out.
+                let expiry = s.lock_expiry(&record.topic, record.partition, record.offset, record.delivery_count);
+                Some(expiry.unwrap_or_else(Instant::now))
+            }
+            Source::Classic(_) => None,
+        }
+    }
+
+    /// Time left on the record's lock; `None` under a classic group.
+    pub fn lock_left(&self, record: &ConsumedRecord, now: Instant) -> Option<Duration> {
+        self.lock_expiry(record).map(|at| at.saturating_duration_since(now))
     }
 
     /// Refused when the record is no longer ours (its lock expired, its

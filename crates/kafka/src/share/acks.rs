@@ -58,9 +58,14 @@ pub(crate) struct Outgoing {
     pub expired: Vec<TopicPartition>,
 }
 
+/// The one owner of a share record's state on this side: its lock's expiry
+/// (renewals included) and the delivery it belongs to. The task asks here
+/// rather than keeping a copy.
 #[derive(Default)]
 pub(crate) struct AckTracker {
-    parts: HashMap<TopicPartition, Partition>,
+    /// By topic, then partition, so a record's topic looks its state up
+    /// without building a key.
+    parts: HashMap<String, HashMap<i32, Partition>>,
 }
 
 impl AckTracker {
@@ -72,7 +77,11 @@ impl AckTracker {
     /// `preset` the ack is decided already (GAP, or RELEASE for what we
     /// could not decode) and the application never sees the offset.
     pub fn acquired(&mut self, tp: &TopicPartition, node: i32, at: Acquisition, preset: Option<i8>) -> bool {
-        let part = self.parts.entry(tp.clone()).or_insert_with(|| Partition { node, held: BTreeMap::new() });
+        if !self.parts.contains_key(&tp.topic) {
+            self.parts.insert(tp.topic.clone(), HashMap::new());
+        }
+        let topic = self.parts.get_mut(&tp.topic).expect("inserted above");
+        let part = topic.entry(tp.partition).or_insert_with(|| Partition { node, held: BTreeMap::new() });
         if let Some(held) = part.held.get(&at.offset)
             && held.expires_at > at.received
             && at.delivery_count <= held.delivery_count
@@ -94,21 +103,30 @@ impl AckTracker {
     /// Record the application's acknowledgement of one delivered record.
     pub fn acknowledge(
         &mut self,
-        tp: &TopicPartition,
+        topic: &str,
+        partition: i32,
         offset: i64,
         ack: AckType,
         now: Instant,
     ) -> Result<(), ShareError> {
-        let not_acquired = || ShareError::NotAcquired { topic: tp.topic.clone(), partition: tp.partition, offset };
-        let part = self.parts.get_mut(tp).ok_or_else(not_acquired)?;
+        let not_acquired = || ShareError::NotAcquired { topic: topic.to_string(), partition, offset };
+        let part = self.part_mut(topic, partition).ok_or_else(not_acquired)?;
         let held = part.held.get_mut(&offset).filter(|h| h.visible).ok_or_else(not_acquired)?;
         if held.expires_at <= now {
             part.held.remove(&offset);
-            return Err(ShareError::LockExpired { topic: tp.topic.clone(), partition: tp.partition, offset });
+            return Err(ShareError::LockExpired { topic: topic.to_string(), partition, offset });
         }
         // Until it is sent, a later acknowledgement replaces an earlier one.
         held.ack = Some(ack as i8);
         Ok(())
+    }
+
+    /// When the lock of this delivery of a record runs out (renewals
+    /// counted); `None` once it is not held (acknowledged, lost with its
+    /// session, redelivered since, or never ours).
+    pub fn lock_expiry(&self, topic: &str, partition: i32, offset: i64, delivery_count: u16) -> Option<Instant> {
+        let held = self.part(topic, partition)?.held.get(&offset)?;
+        (held.visible && held.ack.is_none() && held.delivery_count == delivery_count).then_some(held.expires_at)
     }
 
     /// Of the `(offset, delivery count)`s of `tp`, those a RENEW may
@@ -116,7 +134,7 @@ impl AckTracker {
     /// visible, not acknowledged yet, lock still running. With the broker
     /// that holds them.
     pub fn renewable(&self, tp: &TopicPartition, records: &[(i64, u16)], now: Instant) -> Option<(i32, Vec<AckRange>)> {
-        let part = self.parts.get(tp)?;
+        let part = self.part(&tp.topic, tp.partition)?;
         let mut ranges = Vec::new();
         let mut sorted = records.to_vec();
         sorted.sort_unstable();
@@ -132,16 +150,16 @@ impl AckTracker {
     }
 
     /// The broker renewed these records' locks until `expires_at`; returns
-    /// the offsets still held through `node` (an acknowledgement made
+    /// how many are still held through `node` (an acknowledgement made
     /// meanwhile keeps its record, which is no longer the application's).
-    pub fn renewed(&mut self, tp: &TopicPartition, node: i32, ranges: &[AckRange], expires_at: Instant) -> Vec<i64> {
-        let Some(part) = self.parts.get_mut(tp).filter(|p| p.node == node) else { return Vec::new() };
-        let mut renewed = Vec::new();
+    pub fn renewed(&mut self, tp: &TopicPartition, node: i32, ranges: &[AckRange], expires_at: Instant) -> usize {
+        let Some(part) = self.part_mut(&tp.topic, tp.partition).filter(|p| p.node == node) else { return 0 };
+        let mut renewed = 0;
         for range in ranges {
-            for (offset, held) in part.held.range_mut(range.first..=range.last) {
+            for held in part.held.range_mut(range.first..=range.last).map(|(_, held)| held) {
                 if held.visible && held.ack.is_none() {
                     held.expires_at = expires_at;
-                    renewed.push(*offset);
+                    renewed += 1;
                 }
             }
         }
@@ -150,7 +168,7 @@ impl AckTracker {
 
     /// Release every record the application has not acknowledged (on close).
     pub fn release_unacknowledged(&mut self, now: Instant) {
-        for part in self.parts.values_mut() {
+        for part in self.parts.values_mut().flat_map(HashMap::values_mut) {
             for held in part.held.values_mut() {
                 if held.ack.is_none() && held.expires_at > now {
                     held.ack = Some(AckType::Release as i8);
@@ -174,26 +192,30 @@ impl AckTracker {
     /// Partitions with records the application has and has not acknowledged
     /// yet (their locks still running), with the broker that acquired them.
     pub fn unsettled(&self, now: Instant) -> Vec<(TopicPartition, i32)> {
-        self.parts
-            .iter()
+        self.partitions()
             .filter(|(_, p)| p.held.values().any(|h| h.visible && h.ack.is_none() && h.expires_at > now))
-            .map(|(tp, p)| (tp.clone(), p.node))
+            .map(|(tp, p)| (tp, p.node))
             .collect()
     }
 
     /// Partitions with acknowledgements waiting to be sent, with their broker.
     pub fn pending(&self) -> Vec<(TopicPartition, i32)> {
-        self.parts
-            .iter()
+        self.partitions()
             .filter(|(_, p)| p.held.values().any(|h| h.ack.is_some()))
-            .map(|(tp, p)| (tp.clone(), p.node))
+            .map(|(tp, p)| (tp, p.node))
             .collect()
     }
 
     /// Take the pending acknowledgements for records acquired through `node`.
     pub fn take(&mut self, node: i32, now: Instant) -> Outgoing {
         let mut out = Outgoing::default();
-        for (tp, part) in self.parts.iter_mut().filter(|(_, p)| p.node == node) {
+        let of_node = self.parts.iter_mut().flat_map(|(topic, parts)| {
+            parts
+                .iter_mut()
+                .filter(|(_, p)| p.node == node)
+                .map(|(partition, p)| (TopicPartition::new(topic, *partition), p))
+        });
+        for (tp, part) in of_node {
             let acked: Vec<i64> = part.held.iter().filter(|(_, h)| h.ack.is_some()).map(|(o, _)| *o).collect();
             let mut ranges: Vec<AckRange> = Vec::new();
             let mut expired = false;
@@ -210,7 +232,7 @@ impl AckTracker {
                 out.ranges.insert(tp.clone(), ranges);
             }
             if expired {
-                out.expired.push(tp.clone());
+                out.expired.push(tp);
             }
         }
         out
@@ -219,14 +241,13 @@ impl AckTracker {
     /// The broker released everything acquired through `node` (its share
     /// session is gone). Returns the partitions that had acks waiting.
     pub fn lose_node(&mut self, node: i32, now: Instant) -> Vec<TopicPartition> {
-        let lost: Vec<TopicPartition> =
-            self.parts.iter().filter(|(_, p)| p.node == node).map(|(tp, _)| tp.clone()).collect();
+        let lost: Vec<TopicPartition> = self.partitions().filter(|(_, p)| p.node == node).map(|(tp, _)| tp).collect();
         lost.into_iter().filter(|tp| self.lose_partition(tp, now)).collect()
     }
 
     /// Like `lose_node` for one partition; true if it had acks waiting.
     pub fn lose_partition(&mut self, tp: &TopicPartition, now: Instant) -> bool {
-        let Some(part) = self.parts.get_mut(tp) else {
+        let Some(part) = self.part_mut(&tp.topic, tp.partition) else {
             return false;
         };
         // Acks of visible records fail; gap acks simply vanish.
@@ -241,10 +262,27 @@ impl AckTracker {
 
     /// Drop records whose locks ran out long ago.
     pub fn purge(&mut self, now: Instant) {
-        for part in self.parts.values_mut() {
-            part.held.retain(|_, h| h.ack.is_some() || h.expires_at + FORGET_AFTER > now);
+        for parts in self.parts.values_mut() {
+            for part in parts.values_mut() {
+                part.held.retain(|_, h| h.ack.is_some() || h.expires_at + FORGET_AFTER > now);
+            }
+            parts.retain(|_, p| !p.held.is_empty());
         }
-        self.parts.retain(|_, p| !p.held.is_empty());
+        self.parts.retain(|_, parts| !parts.is_empty());
+    }
+
+    fn part(&self, topic: &str, partition: i32) -> Option<&Partition> {
+        self.parts.get(topic)?.get(&partition)
+    }
+
+    fn part_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
+        self.parts.get_mut(topic)?.get_mut(&partition)
+    }
+
+    fn partitions(&self) -> impl Iterator<Item = (TopicPartition, &Partition)> {
+        self.parts
+            .iter()
+            .flat_map(|(topic, parts)| parts.iter().map(|(p, part)| (TopicPartition::new(topic, *p), part)))
     }
 }
 
@@ -278,7 +316,7 @@ mod tests {
         // The mock repeats held records with the same delivery count.
         assert!(!t.acquired(&tp(), 1, at(5, 1, later + Duration::from_secs(1), now), None));
         // Released and acquired again: the broker counts another delivery.
-        t.acknowledge(&tp(), 5, AckType::Release, now).unwrap();
+        t.acknowledge("t", 0, 5, AckType::Release, now).unwrap();
         t.take(1, now);
         assert!(t.acquired(&tp(), 1, at(5, 2, later, now), None));
         // A higher count while we still think we hold it: our lock ran out on
@@ -297,7 +335,7 @@ mod tests {
         for o in 0..5 {
             t.acquired(&tp(), 1, at(o, 1, soon, now), (o == 2).then_some(GAP));
         }
-        t.acknowledge(&tp(), 3, AckType::Accept, now).unwrap();
+        t.acknowledge("t", 0, 3, AckType::Accept, now).unwrap();
         // 2 is a gap, 3 is acknowledged, 9 was never ours; 5 is delivered
         // again (count 2), and its first delivery is not this one.
         t.acquired(&tp(), 1, at(5, 2, soon, now), None);
@@ -307,11 +345,14 @@ mod tests {
         let renew = |first, last| AckRange { first, last, kind: RENEW };
         assert_eq!(ranges, vec![renew(0, 1), renew(4, 4)]);
         let later = now + Duration::from_secs(40);
-        assert_eq!(t.renewed(&tp(), 1, &ranges, later), vec![0, 1, 4]);
+        assert_eq!(t.renewed(&tp(), 1, &ranges, later), 3);
+        assert_eq!(t.lock_expiry("t", 0, 0, 1), Some(later), "the renewal is the one expiry kept");
+        assert_eq!(t.lock_expiry("t", 0, 5, 1), None, "that delivery of 5 is over");
+        assert_eq!(t.lock_expiry("t", 0, 3, 1), None, "3 is acknowledged");
         // Renewed, 0 can be acknowledged after its first lock would have run out.
-        t.acknowledge(&tp(), 0, AckType::Accept, soon + Duration::from_secs(1)).unwrap();
+        t.acknowledge("t", 0, 0, AckType::Accept, soon + Duration::from_secs(1)).unwrap();
         assert!(t.renewable(&tp(), &[(0, 1), (1, 1)], later).is_none(), "expired locks are not renewed");
-        assert!(t.renewed(&tp(), 2, &ranges, later).is_empty(), "another broker's answer renews nothing");
+        assert_eq!(t.renewed(&tp(), 2, &ranges, later), 0, "another broker's answer renews nothing");
     }
 
     #[test]
@@ -329,7 +370,7 @@ mod tests {
             (4, AckType::Release),
             (5, AckType::Release),
         ] {
-            t.acknowledge(&tp(), o, ack, now).unwrap();
+            t.acknowledge("t", 0, o, ack, now).unwrap();
         }
         let out = t.take(1, now);
         let kinds = |first, last, kind| AckRange { first, last, kind };
@@ -342,9 +383,9 @@ mod tests {
         let mut t = AckTracker::default();
         let now = Instant::now();
         t.acquired(&tp(), 1, at(7, 1, now, now), None);
-        let err = t.acknowledge(&tp(), 7, AckType::Accept, now).unwrap_err();
+        let err = t.acknowledge("t", 0, 7, AckType::Accept, now).unwrap_err();
         assert!(matches!(err, ShareError::LockExpired { offset: 7, .. }));
-        let err = t.acknowledge(&tp(), 8, AckType::Accept, now).unwrap_err();
+        let err = t.acknowledge("t", 0, 8, AckType::Accept, now).unwrap_err();
         assert!(matches!(err, ShareError::NotAcquired { offset: 8, .. }));
     }
 
@@ -355,10 +396,10 @@ mod tests {
         let later = now + Duration::from_secs(30);
         t.acquired(&tp(), 1, at(0, 1, later, now), None);
         t.acquired(&tp(), 1, at(1, 1, later, now), None);
-        t.acknowledge(&tp(), 0, AckType::Accept, now).unwrap();
+        t.acknowledge("t", 0, 0, AckType::Accept, now).unwrap();
         assert_eq!(t.lose_node(1, now), vec![tp()]);
         assert!(t.take(1, now).ranges.is_empty());
-        let err = t.acknowledge(&tp(), 1, AckType::Accept, now).unwrap_err();
+        let err = t.acknowledge("t", 0, 1, AckType::Accept, now).unwrap_err();
         assert!(matches!(err, ShareError::LockExpired { .. }));
     }
 }

@@ -217,8 +217,13 @@ impl ShareConsumer {
     /// Record how the application handled a record from `poll`. Sent with the
     /// next poll or `commit_sync`.
     pub fn acknowledge(&mut self, topic: &str, partition: i32, offset: i64, ack: AckType) -> Result<(), ShareError> {
-        let tp = TopicPartition::new(topic, partition);
-        self.tracker.acknowledge(&tp, offset, ack, Instant::now())
+        self.tracker.acknowledge(topic, partition, offset, ack, Instant::now())
+    }
+
+    /// When the acquisition lock of this delivery of a record runs out
+    /// (renewals counted); `None` once it is no longer held.
+    pub fn lock_expiry(&self, topic: &str, partition: i32, offset: i64, delivery_count: u16) -> Option<Instant> {
+        self.tracker.lock_expiry(topic, partition, offset, delivery_count)
     }
 
     /// Send every pending acknowledgement and report, per partition, how the
@@ -236,11 +241,11 @@ impl ShareConsumer {
 
     /// Restart the acquisition locks of `records` (offset and delivery
     /// count) the application still works on (KIP-1222 RENEW): they stay
-    /// acquired, their delivery counts unchanged. Returns those renewed,
-    /// with their new lock expiry; the rest keep their locks (and are
-    /// redelivered when those run out).
-    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> Vec<(TopicPartition, i64, Instant)> {
-        let mut renewed = Vec::new();
+    /// acquired, their delivery counts unchanged. Returns how many were
+    /// renewed ([`Self::lock_expiry`] tells until when); the rest keep
+    /// their locks (and are redelivered when those run out).
+    pub async fn renew(&mut self, records: &[(TopicPartition, i64, u16)]) -> usize {
+        let mut renewed = 0;
         if !self.renews_locks() {
             return renewed;
         }
@@ -295,9 +300,7 @@ impl ShareConsumer {
                         self.partition_error(x.node, tp, error);
                         continue;
                     }
-                    for offset in self.tracker.renewed(tp, x.node, ranges, expires_at) {
-                        renewed.push((tp.clone(), offset, expires_at));
-                    }
+                    renewed += self.tracker.renewed(tp, x.node, ranges, expires_at);
                 }
             }
         }
@@ -519,7 +522,7 @@ impl ShareConsumer {
                     self.partition_error(x.node, &tp, error);
                     continue;
                 }
-                let acquired = decode_partition(&name, part, expires_at);
+                let acquired = decode_partition(&name, part);
                 let at = |offset, delivery_count| Acquisition { offset, delivery_count, expires_at, received };
                 for r in acquired.records {
                     if self.tracker.acquired(&tp, x.node, at(r.offset, r.delivery_count), None) {

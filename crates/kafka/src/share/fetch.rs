@@ -6,7 +6,6 @@ use bytes::Bytes;
 use kafka_protocol::messages::share_fetch_response::PartitionData;
 use kafka_protocol::records::{self, Record, RecordBatchDecoder};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// What one partition of a ShareFetch response gave us. Offsets come with
 /// the broker's delivery count of this acquisition.
@@ -21,7 +20,7 @@ pub(crate) struct Acquired {
     pub truncated: Vec<(i64, u16)>,
 }
 
-pub(crate) fn decode_partition(topic: &str, data: &PartitionData, lock_expires_at: Instant) -> Acquired {
+pub(crate) fn decode_partition(topic: &str, data: &PartitionData) -> Acquired {
     let decoded = decode_records(data.records.clone().unwrap_or_default());
     let mut by_offset = decoded.records;
     let last_decoded = by_offset.keys().next_back().copied().unwrap_or(i64::MIN);
@@ -32,20 +31,13 @@ pub(crate) fn decode_partition(topic: &str, data: &PartitionData, lock_expires_a
             let corrupt = decoded.corrupt.iter().find(|c| c.first <= offset && offset <= c.last);
             match by_offset.remove(&offset) {
                 Some(r) if !r.control => {
-                    out.records.push(consumed(topic, data.partition_index, r, delivery_count, lock_expires_at));
+                    out.records.push(consumed(topic, data.partition_index, r, delivery_count));
                 }
                 // Ours, but unreadable: the task rejects it (to the DLQ) with
                 // the reason, rather than releasing it until it is archived.
                 None if corrupt.is_some() => {
                     let reason = corrupt.map(|c| c.reason.clone());
-                    out.records.push(undecodable(
-                        topic,
-                        data.partition_index,
-                        offset,
-                        delivery_count,
-                        lock_expires_at,
-                        reason,
-                    ));
+                    out.records.push(undecodable(topic, data.partition_index, offset, delivery_count, reason));
                 }
                 _ if offset < last_decoded => out.gaps.push((offset, delivery_count)),
                 Some(_) => out.gaps.push((offset, delivery_count)),
@@ -108,18 +100,12 @@ fn undecodable(
     partition: i32,
     offset: i64,
     delivery_count: u16,
-    lock_expires_at: Instant,
     reason: Option<String>,
 ) -> ConsumedRecord {
-    ConsumedRecord {
-        delivery_count,
-        lock_expires_at: Some(lock_expires_at),
-        undecodable: reason,
-        ..ConsumedRecord::without_payload(topic, partition, offset)
-    }
+    ConsumedRecord { delivery_count, undecodable: reason, ..ConsumedRecord::without_payload(topic, partition, offset) }
 }
 
-fn consumed(topic: &str, partition: i32, r: Record, delivery_count: u16, lock_expires_at: Instant) -> ConsumedRecord {
+fn consumed(topic: &str, partition: i32, r: Record, delivery_count: u16) -> ConsumedRecord {
     ConsumedRecord {
         topic: topic.to_string(),
         partition,
@@ -133,7 +119,6 @@ fn consumed(topic: &str, partition: i32, r: Record, delivery_count: u16, lock_ex
         value: r.value,
         headers: r.headers.into_iter().map(|(k, v)| (k.as_str().to_string(), v)).collect(),
         delivery_count,
-        lock_expires_at: Some(lock_expires_at),
         undecodable: None,
     }
 }

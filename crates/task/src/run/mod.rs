@@ -212,7 +212,13 @@ impl TaskLoop {
         if ids.is_empty() {
             return Ok(None);
         }
-        let tracked: Vec<_> = ids.iter().filter_map(|id| Some((*id, &self.records.get(*id)?.record))).collect();
+        let tracked: Vec<_> = ids
+            .iter()
+            .filter_map(|id| {
+                let record = &self.records.get(*id)?.record;
+                Some((*id, record, self.source.lock_expiry(record)))
+            })
+            .collect();
         let batch = to_batch(tracked.into_iter(), std::time::SystemTime::now());
         let started = Instant::now();
         let (result, next) = if prefetch {
@@ -345,7 +351,8 @@ impl TaskLoop {
                     Stage::Retrying { since, reason } => (Some(*since), reason.clone()),
                     _ => (None, "not yet put: fetched while the target failed".to_string()),
                 };
-                Attempt { id, lock_left: t.lock_left(now), failed_since, reason, delivery: t.record.delivery_count }
+                let lock_left = self.source.lock_left(&t.record, now);
+                Attempt { id, lock_left, failed_since, reason, delivery: t.record.delivery_count }
             })
             .collect();
         for Attempt { id, lock_left, failed_since, reason, delivery } in waiting {
@@ -429,7 +436,7 @@ impl TaskLoop {
             }
             None => {
                 tracing::warn!(task = self.name, record = at, %reason, "record rejected (no dead-letter queue): dropped");
-                if record.lock_expires_at.is_some() {
+                if self.source.caps_records_in_flight() {
                     self.metrics.archived.fetch_add(1, Relaxed);
                 }
             }
@@ -493,7 +500,7 @@ impl TaskLoop {
         let mut due = Vec::new();
         for (id, tracked) in self.records.held() {
             let Stage::Held { since } = tracked.stage else { continue };
-            let ending = tracked.lock_left(now).is_some_and(|left| left < LOCK_SAFETY_MARGIN);
+            let ending = self.source.lock_left(&tracked.record, now).is_some_and(|left| left < LOCK_SAFETY_MARGIN);
             if ending || now.duration_since(since) >= self.config.flush_interval {
                 lock_ending |= ending;
                 due.push(id);
@@ -575,7 +582,7 @@ impl TaskLoop {
             return;
         }
         let now = Instant::now();
-        let remaining = ids.iter().filter_map(|id| self.records.get(*id)?.lock_left(now)).min();
+        let remaining = ids.iter().filter_map(|id| self.source.lock_left(&self.records.get(*id)?.record, now)).min();
         if let Some(remaining) = remaining
             && remaining < elapsed
         {

@@ -7,7 +7,6 @@
 use super::{LOCK_SAFETY_MARGIN, TaskLoop};
 use crate::in_flight::Stage;
 use spillway_kafka::share::TopicPartition;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -22,39 +21,25 @@ impl TaskLoop {
             return;
         }
         let now = Instant::now();
-        let due: Vec<(u64, TopicPartition, i64, u16)> = self
+        let source = &self.source;
+        let due: Vec<(TopicPartition, i64, u16)> = self
             .records
             .iter()
             .filter(|(_, t)| !matches!(t.stage, Stage::Delivered))
+            .map(|(_, t)| &t.record)
             // A lock that ran out is not ours to renew: the broker may have
             // handed the record to us again, as another delivery.
-            .filter(|(_, t)| t.lock_left(now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
-            .map(|(id, t)| {
-                let r = &t.record;
-                (id, TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count)
-            })
+            .filter(|r| source.lock_left(r, now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
+            .map(|r| (TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
             .collect();
         if due.is_empty() {
             return;
         }
-        let asked: Vec<(TopicPartition, i64, u16)> =
-            due.iter().map(|(_, tp, offset, count)| (tp.clone(), *offset, *count)).collect();
-        let renewed: HashMap<(TopicPartition, i64), Instant> =
-            self.source.renew(&asked).await.into_iter().map(|(tp, offset, until)| ((tp, offset), until)).collect();
-        for (id, tp, offset, _) in due {
-            if let Some(until) = renewed.get(&(tp, offset)) {
-                self.records.renew_lock(id, *until);
-            }
-        }
-        self.metrics.renewed.fetch_add(renewed.len() as u64, Relaxed);
-        if renewed.len() < asked.len() {
+        let renewed = self.source.renew(&due).await;
+        self.metrics.renewed.fetch_add(renewed as u64, Relaxed);
+        if renewed < due.len() {
             // Those keep their locks: flushed or handed back before they run out.
-            tracing::warn!(
-                task = self.name,
-                asked = asked.len(),
-                renewed = renewed.len(),
-                "some locks were not renewed"
-            );
+            tracing::warn!(task = self.name, asked = due.len(), renewed, "some locks were not renewed");
         }
     }
 }
