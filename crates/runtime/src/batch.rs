@@ -120,6 +120,13 @@ impl BatchBuilder {
         }
     }
 
+    /// Room for this many key and value bytes, so that a large batch is
+    /// copied in once rather than regrown.
+    pub fn reserve_bytes(&mut self, keys: usize, values: usize) {
+        self.batch.keys.data.reserve(keys);
+        self.batch.values.data.reserve(values);
+    }
+
     pub fn push<'a, H>(&mut self, r: RecordRef<'a, H>)
     where
         H: Iterator<Item = (&'a str, Option<&'a [u8]>)>,

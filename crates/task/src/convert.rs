@@ -7,17 +7,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Each record comes with its id and when its lock runs out (share groups);
 /// `now` is the wall clock at conversion, to turn that into the Unix time
 /// the plugin sees.
-pub fn to_batch<'a>(
-    records: impl ExactSizeIterator<Item = (u64, &'a ConsumedRecord, Option<Instant>)>,
-    now: SystemTime,
-) -> RecordBatch {
+pub fn to_batch(records: &[(u64, &ConsumedRecord, Option<Instant>)], now: SystemTime) -> RecordBatch {
     let mono = Instant::now();
     let mut builder = BatchBuilder::with_capacity(records.len());
-    for (id, r, lock_expires_at) in records {
-        let lock_deadline = lock_expires_at.map(|at| {
-            let at = now + at.saturating_duration_since(mono);
-            at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-        });
+    let bytes = |len: fn(&ConsumedRecord) -> Option<usize>| records.iter().filter_map(|(_, r, _)| len(r)).sum();
+    builder.reserve_bytes(bytes(|r| r.key.as_ref().map(|k| k.len())), bytes(|r| r.value.as_ref().map(|v| v.len())));
+    let now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    for &(id, r, lock_expires_at) in records {
+        let lock_deadline = lock_expires_at.map(|at| now_ms + at.saturating_duration_since(mono).as_millis() as i64);
         builder.push(RecordRef {
             id,
             topic: &r.topic,

@@ -73,13 +73,18 @@ impl Source {
     /// under a classic group, where nothing expires. The share consumer keeps
     /// it: the task keeps no copy to fall out of step.
     pub fn lock_expiry(&self, record: &ConsumedRecord) -> Option<Instant> {
+        self.lock_expiries(&[record]).pop().flatten()
+    }
+
+    /// [`Self::lock_expiry`] of many records, in their order.
+    pub fn lock_expiries(&self, records: &[&ConsumedRecord]) -> Vec<Option<Instant>> {
         match self {
+            // Not held any more (its session lost, say): it ran out.
             Source::Share(s) => {
-                // Not held any more (its session lost, say): it ran out.
-                let expiry = s.lock_expiry(&record.topic, record.partition, record.offset, record.delivery_count);
-                Some(expiry.unwrap_or_else(Instant::now))
+                let now = Instant::now();
+                s.lock_expiries(records.iter().copied()).into_iter().map(|e| Some(e.unwrap_or(now))).collect()
             }
-            Source::Classic(_) => None,
+            Source::Classic(_) => vec![None; records.len()],
         }
     }
 

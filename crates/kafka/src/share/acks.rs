@@ -8,6 +8,8 @@ use crate::AckType;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+type FastMap<K, V> = foldhash::HashMap<K, V>;
+
 /// AcknowledgeType 0: an acquired offset with no record for the application
 /// (a control record, a compacted hole).
 pub(crate) const GAP: i8 = 0;
@@ -64,8 +66,9 @@ pub(crate) struct Outgoing {
 #[derive(Default)]
 pub(crate) struct AckTracker {
     /// By topic, then partition, so a record's topic looks its state up
-    /// without building a key.
-    parts: HashMap<String, HashMap<i32, Partition>>,
+    /// without building a key. Looked up several times per record, so with
+    /// a fast hasher (foldhash, still seeded per map).
+    parts: FastMap<String, FastMap<i32, Partition>>,
 }
 
 impl AckTracker {
@@ -78,7 +81,7 @@ impl AckTracker {
     /// could not decode) and the application never sees the offset.
     pub fn acquired(&mut self, tp: &TopicPartition, node: i32, at: Acquisition, preset: Option<i8>) -> bool {
         if !self.parts.contains_key(&tp.topic) {
-            self.parts.insert(tp.topic.clone(), HashMap::new());
+            self.parts.insert(tp.topic.clone(), FastMap::default());
         }
         let topic = self.parts.get_mut(&tp.topic).expect("inserted above");
         let part = topic.entry(tp.partition).or_insert_with(|| Partition { node, held: BTreeMap::new() });
@@ -125,8 +128,29 @@ impl AckTracker {
     /// counted); `None` once it is not held (acknowledged, lost with its
     /// session, redelivered since, or never ours).
     pub fn lock_expiry(&self, topic: &str, partition: i32, offset: i64, delivery_count: u16) -> Option<Instant> {
-        let held = self.part(topic, partition)?.held.get(&offset)?;
-        (held.visible && held.ack.is_none() && held.delivery_count == delivery_count).then_some(held.expires_at)
+        self.lock_expiries(std::iter::once((topic, partition, offset, delivery_count))).next().flatten()
+    }
+
+    /// [`Self::lock_expiry`] of many records (topic, partition, offset,
+    /// delivery count) at once; a run of one partition's records looks the
+    /// partition up once.
+    pub fn lock_expiries<'a>(
+        &'a self,
+        records: impl Iterator<Item = (&'a str, i32, i64, u16)> + 'a,
+    ) -> impl Iterator<Item = Option<Instant>> + 'a {
+        let mut last: Option<(&str, i32, Option<&Partition>)> = None;
+        records.map(move |(topic, partition, offset, delivery_count)| {
+            let part = match last {
+                Some((t, p, part)) if p == partition && t == topic => part,
+                _ => {
+                    let part = self.part(topic, partition);
+                    last = Some((topic, partition, part));
+                    part
+                }
+            };
+            let held = part?.held.get(&offset)?;
+            (held.visible && held.ack.is_none() && held.delivery_count == delivery_count).then_some(held.expires_at)
+        })
     }
 
     /// Of the `(offset, delivery count)`s of `tp`, those a RENEW may
@@ -168,7 +192,7 @@ impl AckTracker {
 
     /// Release every record the application has not acknowledged (on close).
     pub fn release_unacknowledged(&mut self, now: Instant) {
-        for part in self.parts.values_mut().flat_map(HashMap::values_mut) {
+        for part in self.parts.values_mut().flat_map(FastMap::values_mut) {
             for held in part.held.values_mut() {
                 if held.ack.is_none() && held.expires_at > now {
                     held.ack = Some(AckType::Release as i8);

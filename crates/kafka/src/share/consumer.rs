@@ -226,6 +226,13 @@ impl ShareConsumer {
         self.tracker.lock_expiry(topic, partition, offset, delivery_count)
     }
 
+    /// [`Self::lock_expiry`] of many records, in their order.
+    pub fn lock_expiries<'a>(&'a self, records: impl Iterator<Item = &'a ConsumedRecord> + 'a) -> Vec<Option<Instant>> {
+        self.tracker
+            .lock_expiries(records.map(|r| (r.topic.as_str(), r.partition, r.offset, r.delivery_count)))
+            .collect()
+    }
+
     /// Send every pending acknowledgement and report, per partition, how the
     /// acks sent since the last commit fared.
     pub async fn commit_sync(&mut self) -> Result<CommitResult, ShareError> {

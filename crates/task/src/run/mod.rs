@@ -212,14 +212,11 @@ impl TaskLoop {
         if ids.is_empty() {
             return Ok(None);
         }
-        let tracked: Vec<_> = ids
-            .iter()
-            .filter_map(|id| {
-                let record = &self.records.get(*id)?.record;
-                Some((*id, record, self.source.lock_expiry(record)))
-            })
-            .collect();
-        let batch = to_batch(tracked.into_iter(), std::time::SystemTime::now());
+        let records: Vec<(u64, &ConsumedRecord)> =
+            ids.iter().filter_map(|id| Some((*id, &self.records.get(*id)?.record))).collect();
+        let locks = self.source.lock_expiries(&records.iter().map(|(_, r)| *r).collect::<Vec<_>>());
+        let tracked: Vec<_> = records.into_iter().zip(locks).map(|((id, r), lock)| (id, r, lock)).collect();
+        let batch = to_batch(&tracked, std::time::SystemTime::now());
         let started = Instant::now();
         let (result, next) = if prefetch {
             // Disjoint fields: the plugin works while the source fetches.
@@ -279,7 +276,7 @@ impl TaskLoop {
     /// checkpoint) and settle what it wrote.
     async fn tick(&mut self) -> Result<(), Failure> {
         self.last_tick = Instant::now();
-        match self.plugin.put(&to_batch(std::iter::empty(), std::time::SystemTime::now())).await {
+        match self.plugin.put(&to_batch(&[], std::time::SystemTime::now())).await {
             Ok(report) if report.outcomes.is_empty() => self.settle_held(report.settled).await,
             Ok(report) => {
                 Err(Failure(format!("plugin returned {} outcomes for an empty batch", report.outcomes.len())))
