@@ -129,6 +129,38 @@ async fn wait_lag(herder: &Herder, name: &str, records: i64) -> ConnectorLag {
     }
 }
 
+/// A share connector may not take the group id of a consumer group that has
+/// committed offsets (KIP-1302: the ids are one namespace); a classic
+/// connector may join that group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_share_group_may_not_take_a_consumer_groups_id() {
+    use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+    let broker = support::Broker::start_or_env();
+    let dir = tempfile::tempdir().unwrap();
+    let herder = herder_on(&broker.bootstrap, dir.path()).await;
+    let topic = unique("clash");
+    produce(&broker.bootstrap, &topic, 5).await;
+    let group = unique("group");
+    // A classic consumer group that consumed and committed.
+    let consumer: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.bootstrap)
+        .set("group.id", &group)
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[&topic]).unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await.unwrap().unwrap();
+    consumer.commit_message(&message, CommitMode::Sync).unwrap();
+
+    let clash = file_sink("clash", &topic, dir.path(), &[("consumer.override.group.id", group.as_str())]);
+    let err = herder.create("clash".into(), clash, None).await.unwrap_err();
+    assert!(matches!(&err, HerderError::BadRequest(m) if m.contains("already used by a consumer group")), "{err:?}");
+    // The same id is fine for a classic connector joining that group.
+    let classic = [("consumer.override.group.id", group.as_str()), ("consumer.override.group.protocol", "classic")];
+    herder.create("classic".into(), file_sink("classic", &topic, dir.path(), &classic), None).await.unwrap();
+    herder.shutdown().await.unwrap();
+}
+
 /// A classic connector's lag per partition, in its status (and
 /// `/metrics`): created stopped over 30 records, every record is lag,
 /// counted from each partition's start; resumed, none once all are written,

@@ -217,15 +217,34 @@ impl TaskLoop {
         let locks = self.source.lock_expiries(&records.iter().map(|(_, r)| *r).collect::<Vec<_>>());
         let tracked: Vec<_> = records.into_iter().zip(locks).map(|((id, r), lock)| (id, r, lock)).collect();
         let batch = to_batch(&tracked, std::time::SystemTime::now());
+        let soonest_lock = tracked.iter().filter_map(|(_, _, lock)| *lock).min();
+        let renewing = soonest_lock.filter(|_| self.source.renews_locks());
         let started = Instant::now();
-        let (result, next) = if prefetch {
-            // Disjoint fields: the plugin works while the source fetches.
-            let (result, next) = tokio::join!(self.plugin.put(&batch), self.source.poll(POLL_TIMEOUT));
-            self.metrics.fetched_during_put.fetch_add(1, Relaxed);
-            (result, Some(next))
-        } else {
-            (self.plugin.put(&batch).await, None)
+        // Disjoint fields: the plugin works while the source fetches the
+        // next batch (`prefetch`) and renews this one's locks, if it must.
+        let done = CancellationToken::new();
+        let (plugin, source, records, metrics, name) =
+            (&mut self.plugin, &mut self.source, &self.records, &self.metrics, &self.name);
+        let put = async {
+            let result = plugin.put(&batch).await;
+            done.cancel();
+            result
         };
+        let beside = async {
+            let next = if prefetch { Some(source.poll(POLL_TIMEOUT).await) } else { None };
+            if let Some(soonest) = renewing {
+                let fetched = match &next {
+                    Some(Ok(fetched)) => fetched.as_slice(),
+                    _ => &[],
+                };
+                renew::during_put(source, records, &ids, fetched, soonest, metrics, name, &done).await;
+            }
+            next
+        };
+        let (result, next) = tokio::join!(put, beside);
+        if next.is_some() {
+            self.metrics.fetched_during_put.fetch_add(1, Relaxed);
+        }
         let elapsed = started.elapsed();
         self.last_put = elapsed;
         self.metrics.observe_put(elapsed, ids.len());
@@ -580,8 +599,10 @@ impl TaskLoop {
         }
         let now = Instant::now();
         let remaining = ids.iter().filter_map(|id| self.source.lock_left(&self.records.get(*id)?.record, now)).min();
+        // Renewed during the put, locks run out only if the broker refused.
+        let renewed = self.source.renews_locks();
         if let Some(remaining) = remaining
-            && remaining < elapsed
+            && (remaining < elapsed && !renewed || remaining.is_zero())
         {
             tracing::warn!(
                 task = self.name,

@@ -2,44 +2,99 @@
 //! the locks of records the plugin holds or a retry keeps are renewed
 //! before they run out, so that such records are flushed on their own
 //! schedule and put again after their backoff, instead of being flushed
-//! early or released (which costs a delivery).
+//! early or released (which costs a delivery). So are those of a batch
+//! whose `put()` outlasts its locks.
 
 use super::{LOCK_SAFETY_MARGIN, TaskLoop};
-use crate::in_flight::Stage;
+use crate::in_flight::{InFlight, Stage};
+use crate::metrics::TaskMetrics;
+use crate::source::Source;
+use spillway_kafka::ConsumedRecord;
 use spillway_kafka::share::TopicPartition;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// A lock with less than this left is renewed: early enough that the flush
 /// or hand-back at `LOCK_SAFETY_MARGIN` never comes first. (A group whose
 /// locks are shorter than this has them renewed on every turn of the loop.)
 const RENEW_WHEN_LEFT: Duration = LOCK_SAFETY_MARGIN.saturating_mul(2);
 
+/// While a long `put()` runs, the shortest wait between two renewals (some
+/// locks may refuse renewal, and stay due).
+const RENEW_PAUSE: Duration = Duration::from_secs(1);
+
 impl TaskLoop {
+    /// Renews the records held or kept for a retry whose locks near their end.
     pub(super) async fn renew_locks(&mut self) {
         if !(self.records.is_holding() || self.records.is_retrying()) || !self.source.renews_locks() {
             return;
         }
+        let waiting = self.records.iter().filter(|(_, t)| !matches!(t.stage, Stage::Delivered)).map(|(_, t)| &t.record);
+        let due = due(&self.source, waiting, Instant::now());
+        renew(&mut self.source, due, &self.metrics, &self.name).await;
+    }
+}
+
+/// Beside a `put()` of the records `ids`, until `done`: renews their locks,
+/// and those of the next batch fetched meanwhile (`fetched`), as they near
+/// their end, the first at `soonest` (a put that outlasts a lock would
+/// otherwise lose its batch to another member, and its outcomes would be
+/// refused). The broker must renew locks.
+#[allow(clippy::too_many_arguments)] // the task loop's fields, lent apart
+pub(super) async fn during_put(
+    source: &mut Source,
+    records: &InFlight,
+    ids: &[u64],
+    fetched: &[ConsumedRecord],
+    soonest: Instant,
+    metrics: &TaskMetrics,
+    task: &str,
+    done: &CancellationToken,
+) {
+    let mut wake = soonest.checked_sub(RENEW_WHEN_LEFT).unwrap_or(soonest);
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return,
+            _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+        // Only a renewal in flight is waited for once `put()` ends: it is not
+        // cut off halfway, which would lose the share session's epoch.
         let now = Instant::now();
-        let source = &self.source;
-        let due: Vec<(TopicPartition, i64, u16)> = self
-            .records
-            .iter()
-            .filter(|(_, t)| !matches!(t.stage, Stage::Delivered))
-            .map(|(_, t)| &t.record)
-            // A lock that ran out is not ours to renew: the broker may have
-            // handed the record to us again, as another delivery.
-            .filter(|r| source.lock_left(r, now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
-            .map(|r| (TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
-            .collect();
-        if due.is_empty() {
+        let batch = || ids.iter().filter_map(|id| records.get(*id)).map(|t| &t.record).chain(fetched);
+        let due = due(source, batch(), now);
+        renew(source, due, metrics, task).await;
+        let batch: Vec<&ConsumedRecord> = batch().collect();
+        let now = Instant::now();
+        let Some(next) = source.lock_expiries(&batch).into_iter().flatten().filter(|at| *at > now).min() else {
             return;
-        }
-        let renewed = self.source.renew(&due).await;
-        self.metrics.renewed.fetch_add(renewed as u64, Relaxed);
-        if renewed < due.len() {
-            // Those keep their locks: flushed or handed back before they run out.
-            tracing::warn!(task = self.name, asked = due.len(), renewed, "some locks were not renewed");
-        }
+        };
+        wake = next.checked_sub(RENEW_WHEN_LEFT).unwrap_or(next).max(now + RENEW_PAUSE);
+    }
+}
+
+/// Of `records`, those whose locks run out soon but have not yet: a lock
+/// that ran out is not ours to renew, as the broker may have handed the
+/// record to us again, as another delivery.
+fn due<'a>(
+    source: &Source,
+    records: impl Iterator<Item = &'a ConsumedRecord>,
+    now: Instant,
+) -> Vec<(TopicPartition, i64, u16)> {
+    records
+        .filter(|r| source.lock_left(r, now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
+        .map(|r| (TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
+        .collect()
+}
+
+async fn renew(source: &mut Source, due: Vec<(TopicPartition, i64, u16)>, metrics: &TaskMetrics, task: &str) {
+    if due.is_empty() {
+        return;
+    }
+    let renewed = source.renew(&due).await;
+    metrics.renewed.fetch_add(renewed as u64, Relaxed);
+    if renewed < due.len() {
+        // Those keep their locks: flushed or handed back before they run out.
+        tracing::warn!(task, asked = due.len(), renewed, "some locks were not renewed");
     }
 }
