@@ -283,10 +283,7 @@ impl ShareConsumer {
         let timeout = self.config.request_timeout;
         let replies = join_all(exchanges.iter().map(|(x, _)| x.conn.send(&x.plan, renew::VERSION, timeout))).await;
         for ((x, parts), reply) in exchanges.into_iter().zip(replies) {
-            let reply = match reply.and_then(|r| match ShareError::broker(r.reply.error_code, "renewing locks") {
-                Some(e) => Err(e),
-                None => Ok(r),
-            }) {
+            let reply = match ShareError::top_level(reply, |r| r.reply.error_code, "renewing locks") {
                 Ok(reply) => reply,
                 Err(e) => {
                     // The session's epoch is unknown now: start it over.
@@ -382,10 +379,7 @@ impl ShareConsumer {
         let request = self.sessions[&node].ack_request(self.ack_base(), &BTreeMap::new(), true);
         let reply = conn.send(&request, SHARE_ACKNOWLEDGE_VERSION, self.config.request_timeout).await?;
         self.sessions.remove(&node);
-        match ShareError::broker(reply.error_code, "closing share session") {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        ShareError::top_level(Ok(reply), |r| r.error_code, "closing share session").map(drop)
     }
 
     async fn refresh_metadata(&mut self) {
@@ -488,10 +482,7 @@ impl ShareConsumer {
         sent_at: Instant,
         records: &mut Vec<ConsumedRecord>,
     ) {
-        let reply = match reply.and_then(|r| match ShareError::broker(r.error_code, "ShareFetch") {
-            Some(e) => Err(e),
-            None => Ok(r),
-        }) {
+        let reply = match ShareError::top_level(reply, |r| r.error_code, "ShareFetch") {
             Ok(reply) => reply,
             Err(e) => {
                 tracing::info!(node = x.node, error = %e, "share session lost; reopening");
@@ -556,10 +547,7 @@ impl ShareConsumer {
         x: Exchange<ShareAcknowledgeRequest>,
         reply: Result<ShareAcknowledgeResponse, ShareError>,
     ) {
-        let reply = match reply.and_then(|r| match ShareError::broker(r.error_code, "ShareAcknowledge") {
-            Some(e) => Err(e),
-            None => Ok(r),
-        }) {
+        let reply = match ShareError::top_level(reply, |r| r.error_code, "ShareAcknowledge") {
             Ok(reply) => reply,
             Err(e) => {
                 tracing::info!(node = x.node, error = %e, "acknowledgements failed");

@@ -42,6 +42,16 @@ impl ShareError {
         ResponseError::try_from_code(code).map(|error| ShareError::Broker { error, context: context.into() })
     }
 
+    /// A reply, or the error it failed with: its sending's, or the broker's
+    /// top-level error code (`code` reads it) when that is not NONE.
+    pub(crate) fn top_level<R>(reply: Result<R, ShareError>, code: fn(&R) -> i16, context: &str) -> Result<R, Self> {
+        let reply = reply?;
+        match ShareError::broker(code(&reply), context) {
+            Some(e) => Err(e),
+            None => Ok(reply),
+        }
+    }
+
     /// The broker error code behind this error, if any.
     pub fn response_error(&self) -> Option<ResponseError> {
         match self {
