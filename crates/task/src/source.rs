@@ -69,19 +69,14 @@ impl Source {
         }
     }
 
-    /// When the record's acquisition lock runs out, renewals counted; `None`
-    /// under a classic group, where nothing expires. The share consumer keeps
-    /// it: the task keeps no copy to fall out of step.
-    pub fn lock_expiry(&self, record: &ConsumedRecord) -> Option<Instant> {
-        self.lock_expiries(&[record]).pop().flatten()
-    }
-
-    /// [`Self::lock_expiry`] of many records, in their order.
-    pub fn lock_expiries(&self, records: &[&ConsumedRecord]) -> Vec<Option<Instant>> {
+    /// When the acquisition locks of `records` run out, in their order,
+    /// renewals counted; `None` under a classic group, where nothing
+    /// expires. The share consumer keeps them: the task keeps no copy to
+    /// fall out of step. A record it no longer holds (acknowledged, its
+    /// session lost, delivered again since) has run out by `now`.
+    pub fn lock_expiries(&self, records: &[&ConsumedRecord], now: Instant) -> Vec<Option<Instant>> {
         match self {
-            // Not held any more (its session lost, say): it ran out.
             Source::Share(s) => {
-                let now = Instant::now();
                 s.lock_expiries(records.iter().copied()).into_iter().map(|e| Some(e.unwrap_or(now))).collect()
             }
             Source::Classic(_) => vec![None; records.len()],
@@ -90,7 +85,7 @@ impl Source {
 
     /// Time left on the record's lock; `None` under a classic group.
     pub fn lock_left(&self, record: &ConsumedRecord, now: Instant) -> Option<Duration> {
-        self.lock_expiry(record).map(|at| at.saturating_duration_since(now))
+        self.lock_expiries(&[record], now).pop().flatten().map(|at| at.saturating_duration_since(now))
     }
 
     /// Refused when the record is no longer ours (its lock expired, its

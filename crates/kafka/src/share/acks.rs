@@ -125,8 +125,10 @@ impl AckTracker {
     }
 
     /// When the lock of this delivery of a record runs out (renewals
-    /// counted); `None` once it is not held (acknowledged, lost with its
-    /// session, redelivered since, or never ours).
+    /// counted): in the past once its session or partition was lost (kept
+    /// a while so that an acknowledgement says LockExpired); `None` once it
+    /// is not held (acknowledged, forgotten, delivered again since, or
+    /// never ours).
     pub fn lock_expiry(&self, topic: &str, partition: i32, offset: i64, delivery_count: u16) -> Option<Instant> {
         self.lock_expiries(std::iter::once((topic, partition, offset, delivery_count))).next().flatten()
     }
@@ -370,13 +372,40 @@ mod tests {
         assert_eq!(ranges, vec![renew(0, 1), renew(4, 4)]);
         let later = now + Duration::from_secs(40);
         assert_eq!(t.renewed(&tp(), 1, &ranges, later), 3);
-        assert_eq!(t.lock_expiry("t", 0, 0, 1), Some(later), "the renewal is the one expiry kept");
+        for o in [0, 1, 4] {
+            assert_eq!(t.lock_expiry("t", 0, o, 1), Some(later), "the renewal is the one expiry kept");
+        }
         assert_eq!(t.lock_expiry("t", 0, 5, 1), None, "that delivery of 5 is over");
         assert_eq!(t.lock_expiry("t", 0, 3, 1), None, "3 is acknowledged");
         // Renewed, 0 can be acknowledged after its first lock would have run out.
         t.acknowledge("t", 0, 0, AckType::Accept, soon + Duration::from_secs(1)).unwrap();
-        assert!(t.renewable(&tp(), &[(0, 1), (1, 1)], later).is_none(), "expired locks are not renewed");
+        let after = later + Duration::from_millis(1);
+        assert!(t.renewable(&tp(), &[(1, 1), (4, 1)], after).is_none(), "expired locks are not renewed");
         assert_eq!(t.renewed(&tp(), 2, &ranges, later), 0, "another broker's answer renews nothing");
+    }
+
+    #[test]
+    fn a_lock_is_read_for_its_own_delivery_across_topics_and_partitions() {
+        let mut t = AckTracker::default();
+        let now = Instant::now();
+        let (a, b) = (now + Duration::from_secs(10), now + Duration::from_secs(20));
+        let of = |topic: &str, partition| TopicPartition { topic: topic.into(), partition };
+        t.acquired(&of("a", 0), 1, at(7, 1, a, now), None);
+        t.acquired(&of("a", 1), 1, at(7, 1, b, now), None);
+        t.acquired(&of("b", 0), 2, at(7, 1, b, now), None);
+        // One run of lookups that changes partition and topic in between:
+        // each answer is its own record's.
+        let asked = [("a", 0, 7, 1), ("b", 0, 7, 1), ("a", 0, 7, 1), ("a", 1, 7, 1), ("a", 1, 8, 1), ("c", 0, 7, 1)];
+        let got: Vec<_> = t.lock_expiries(asked.into_iter()).collect();
+        assert_eq!(got, vec![Some(a), Some(b), Some(a), Some(b), None, None]);
+        // Delivered again (its first lock ran out on the broker): the first
+        // delivery's lock is over, the second's is the one kept.
+        t.acquired(&of("a", 0), 1, at(7, 2, b, now), None);
+        assert_eq!((t.lock_expiry("a", 0, 7, 1), t.lock_expiry("a", 0, 7, 2)), (None, Some(b)));
+        // Its partition lost: run out as of then.
+        let later = now + Duration::from_secs(1);
+        t.lose_partition(&of("a", 1), later);
+        assert_eq!(t.lock_expiry("a", 1, 7, 1), Some(later));
     }
 
     #[test]

@@ -214,14 +214,13 @@ impl TaskLoop {
         }
         let records: Vec<(u64, &ConsumedRecord)> =
             ids.iter().filter_map(|id| Some((*id, &self.records.get(*id)?.record))).collect();
-        let locks = self.source.lock_expiries(&records.iter().map(|(_, r)| *r).collect::<Vec<_>>());
+        let locks = self.source.lock_expiries(&records.iter().map(|(_, r)| *r).collect::<Vec<_>>(), Instant::now());
         let tracked: Vec<_> = records.into_iter().zip(locks).map(|((id, r), lock)| (id, r, lock)).collect();
         let batch = to_batch(&tracked, std::time::SystemTime::now());
-        let soonest_lock = tracked.iter().filter_map(|(_, _, lock)| *lock).min();
-        let renewing = soonest_lock.filter(|_| self.source.renews_locks());
+        let renewing = self.first_renewal_during_put(tracked.iter().filter_map(|(_, _, lock)| *lock).min());
         let started = Instant::now();
         // Disjoint fields: the plugin works while the source fetches the
-        // next batch (`prefetch`) and renews this one's locks, if it must.
+        // next batch (`prefetch`) and renews locks, if it must.
         let done = CancellationToken::new();
         let (plugin, source, records, metrics, name) =
             (&mut self.plugin, &mut self.source, &self.records, &self.metrics, &self.name);
@@ -232,12 +231,12 @@ impl TaskLoop {
         };
         let beside = async {
             let next = if prefetch { Some(source.poll(POLL_TIMEOUT).await) } else { None };
-            if let Some(soonest) = renewing {
+            if let Some(wake) = renewing {
                 let fetched = match &next {
                     Some(Ok(fetched)) => fetched.as_slice(),
                     _ => &[],
                 };
-                renew::during_put(source, records, &ids, fetched, soonest, metrics, name, &done).await;
+                renew::during_put(source, records, fetched, wake, metrics, name, &done).await;
             }
             next
         };
@@ -602,7 +601,7 @@ impl TaskLoop {
         // Renewed during the put, locks run out only if the broker refused.
         let renewed = self.source.renews_locks();
         if let Some(remaining) = remaining
-            && (remaining < elapsed && !renewed || remaining.is_zero())
+            && ((remaining < elapsed && !renewed) || remaining.is_zero())
         {
             tracing::warn!(
                 task = self.name,

@@ -34,39 +34,51 @@ impl TaskLoop {
         let due = due(&self.source, waiting, Instant::now());
         renew(&mut self.source, due, &self.metrics, &self.name).await;
     }
+
+    /// When to first look for locks to renew during a `put()` whose batch's
+    /// soonest lock runs out at `soonest`: `None` when the broker renews
+    /// none. Records held from earlier batches may come due at any time, so
+    /// with those the look comes after a pause (a shorter put costs nothing).
+    pub(super) fn first_renewal_during_put(&self, soonest: Option<Instant>) -> Option<Instant> {
+        let soonest = soonest.filter(|_| self.source.renews_locks())?;
+        let batch = soonest.checked_sub(RENEW_WHEN_LEFT).unwrap_or(soonest);
+        Some(match self.records.is_holding() || self.records.is_retrying() {
+            true => batch.min(Instant::now() + RENEW_PAUSE),
+            false => batch,
+        })
+    }
 }
 
-/// Beside a `put()` of the records `ids`, until `done`: renews their locks,
-/// and those of the next batch fetched meanwhile (`fetched`), as they near
-/// their end, the first at `soonest` (a put that outlasts a lock would
-/// otherwise lose its batch to another member, and its outcomes would be
-/// refused). The broker must renew locks.
-#[allow(clippy::too_many_arguments)] // the task loop's fields, lent apart
+/// Beside a `put()`, until `done`: renews the locks of every record in the
+/// task (the batch being put, those held from earlier ones, those kept for
+/// a retry) and of the next batch fetched meanwhile (`fetched`) as they
+/// near their end, looking first at `wake` (a put that outlasts a lock
+/// would otherwise lose its records to another member, and their outcomes
+/// would be refused). The broker must renew locks.
 pub(super) async fn during_put(
     source: &mut Source,
     records: &InFlight,
-    ids: &[u64],
     fetched: &[ConsumedRecord],
-    soonest: Instant,
+    mut wake: Instant,
     metrics: &TaskMetrics,
     task: &str,
     done: &CancellationToken,
 ) {
-    let mut wake = soonest.checked_sub(RENEW_WHEN_LEFT).unwrap_or(soonest);
     loop {
         tokio::select! {
+            // Once the put is over, no renewal starts.
+            biased;
             _ = done.cancelled() => return,
             _ = tokio::time::sleep_until(wake.into()) => {}
         }
-        // Only a renewal in flight is waited for once `put()` ends: it is not
-        // cut off halfway, which would lose the share session's epoch.
-        let now = Instant::now();
-        let batch = || ids.iter().filter_map(|id| records.get(*id)).map(|t| &t.record).chain(fetched);
-        let due = due(source, batch(), now);
+        // A renewal under way is waited for even when `put()` ends: cut off
+        // halfway, it would leave the share session's epoch unknown.
+        let all = || records.iter().map(|(_, t)| &t.record).chain(fetched);
+        let due = due(source, all(), Instant::now());
         renew(source, due, metrics, task).await;
-        let batch: Vec<&ConsumedRecord> = batch().collect();
+        let all: Vec<&ConsumedRecord> = all().collect();
         let now = Instant::now();
-        let Some(next) = source.lock_expiries(&batch).into_iter().flatten().filter(|at| *at > now).min() else {
+        let Some(next) = source.lock_expiries(&all, now).into_iter().flatten().filter(|at| *at > now).min() else {
             return;
         };
         wake = next.checked_sub(RENEW_WHEN_LEFT).unwrap_or(next).max(now + RENEW_PAUSE);
@@ -81,9 +93,13 @@ fn due<'a>(
     records: impl Iterator<Item = &'a ConsumedRecord>,
     now: Instant,
 ) -> Vec<(TopicPartition, i64, u16)> {
+    let records: Vec<&ConsumedRecord> = records.collect();
+    let locks = source.lock_expiries(&records, now);
     records
-        .filter(|r| source.lock_left(r, now).is_some_and(|left| !left.is_zero() && left < RENEW_WHEN_LEFT))
-        .map(|r| (TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
+        .into_iter()
+        .zip(locks)
+        .filter(|(_, lock)| lock.is_some_and(|at| at > now && at - now < RENEW_WHEN_LEFT))
+        .map(|(r, _)| (TopicPartition::new(&r.topic, r.partition), r.offset, r.delivery_count))
         .collect()
 }
 
