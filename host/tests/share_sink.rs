@@ -69,6 +69,11 @@ fn accepted_deliveries(dir: &Path, name: &str) -> Vec<(String, u16)> {
     deliveries_in(dir, |f| f.starts_with(&prefix))
 }
 
+/// The delivery counts the records of connector `name` were accepted at.
+fn delivery_counts(dir: &Path, name: &str) -> BTreeSet<u16> {
+    accepted_deliveries(dir, name).into_iter().map(|(_, count)| count).collect()
+}
+
 /// The (key, delivery count) lines of the record files in `dir` that `pick`
 /// names.
 fn deliveries_in(dir: &Path, pick: impl Fn(&str) -> bool) -> Vec<(String, u16)> {
@@ -496,8 +501,7 @@ async fn a_put_that_outlasts_its_locks_has_them_renewed_meanwhile() {
     assert_eq!((m.ack_refused.load(Relaxed), m.released.load(Relaxed)), (0, 0), "outcomes refused or released");
     assert_eq!(m.accepted.load(Relaxed), keys.len() as u64, "each record accepted once");
     assert_each_exactly_once(&accepted_keys(dir.path(), &name), &keys, "a 35 s put on 15 s locks");
-    let counts: BTreeSet<u16> = accepted_deliveries(dir.path(), &name).into_iter().map(|(_, count)| count).collect();
-    assert_eq!(counts, BTreeSet::from([1]), "delivery counts");
+    assert_eq!(delivery_counts(dir.path(), &name), BTreeSet::from([1]), "delivery counts");
     // 35 s on 15 s locks, renewed with 10 s left: at least 3 renewals each.
     assert!(renewed >= 3 * keys.len() as u64, "{renewed} renewals of {} records", keys.len());
     herder.shutdown().await.unwrap();
@@ -537,8 +541,7 @@ async fn a_minute_long_outage_on_15_second_locks_renews_them_and_costs_no_delive
     wait_for_keys(dir.path(), &name, &keys, Duration::from_secs(90)).await;
     tokio::time::sleep(LATE_DUPLICATES).await;
     assert_each_exactly_once(&accepted_keys(dir.path(), &name), &keys, "a minute's outage on 15 s locks");
-    let counts: BTreeSet<u16> = accepted_deliveries(dir.path(), &name).into_iter().map(|(_, count)| count).collect();
-    assert_eq!(counts, BTreeSet::from([1]), "delivery counts");
+    assert_eq!(delivery_counts(dir.path(), &name), BTreeSet::from([1]), "delivery counts");
     let m = &herder.task_metrics().await.unwrap()[0].metrics;
     let renewed = m.renewed.load(Relaxed);
     println!("60 s outage on 15 s locks, on {}: {renewed} renewals of {held} records held", broker.description);
