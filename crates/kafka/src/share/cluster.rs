@@ -205,7 +205,9 @@ impl Cluster {
         view.topics.get(topic)?.leaders.get(&partition).copied()
     }
 
-    /// Address of the group coordinator of `group`.
+    /// Address of the group coordinator of `group`. A coordinator not
+    /// available yet (a new cluster creating `__consumer_offsets`, a
+    /// partition moving) is asked for again within the cluster's timeout.
     pub async fn find_coordinator(&self, group: &str) -> Result<String, ShareError> {
         let version = self.versions.pick::<FindCoordinatorRequest>(3);
         let key = StrBytes::from_string(group.to_string());
@@ -215,15 +217,25 @@ impl Cluster {
         } else {
             req.key = key;
         }
-        let conn = self.meta_conn().await?;
-        let reply = conn.send(&req, version, self.timeout).await?;
-        let (code, host, port) = match reply.coordinators.first() {
-            Some(c) if version >= 4 => (c.error_code, c.host.clone(), c.port),
-            _ => (reply.error_code, reply.host.clone(), reply.port),
-        };
-        if let Some(e) = ShareError::broker(code, format!("FindCoordinator for {group}")) {
-            return Err(e);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let conn = self.meta_conn().await?;
+            let reply = conn.send(&req, version, self.timeout).await?;
+            let (code, host, port) = match reply.coordinators.first() {
+                Some(c) if version >= 4 => (c.error_code, c.host.clone(), c.port),
+                _ => (reply.error_code, reply.host.clone(), reply.port),
+            };
+            let Some(e) = ShareError::broker(code, format!("FindCoordinator for {group}")) else {
+                return Ok(format!("{}:{port}", host.as_str()));
+            };
+            let not_yet = matches!(
+                e.response_error(),
+                Some(ResponseError::CoordinatorNotAvailable | ResponseError::CoordinatorLoadInProgress)
+            );
+            if !not_yet || tokio::time::Instant::now() >= deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        Ok(format!("{}:{port}", host.as_str()))
     }
 }
