@@ -223,9 +223,7 @@ async fn serve(cache_dir: &Path, args: ServeArgs, loggers: spillway::rest::LogLe
         let b = broker.bootstrap_servers();
         tracing::warn!("no bootstrap servers given: started the embedded broker at {b} (classic groups only)");
         _embedded = Some(broker);
-        worker.bootstrap_servers = Some(b);
-        // The embedded broker has no share groups.
-        worker.defaults.group_protocol = GroupProtocol::Classic;
+        worker.use_embedded_broker(b).map_err(|e| anyhow!("invalid worker config: {e}"))?;
     }
     let listener =
         tokio::net::TcpListener::bind(worker.listener).await.with_context(|| format!("binding {}", worker.listener))?;
@@ -551,9 +549,9 @@ fn demo_config(out_dir: &Path, share: bool) -> Result<BTreeMap<String, String>> 
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    if !share {
-        // The embedded broker has no share groups.
-        config.insert("consumer.override.group.protocol".into(), "classic".into());
+    if share {
+        // Share groups are opt-in (KIP-1302); the embedded broker has none.
+        config.insert("consumer.override.group.protocol".into(), "share".into());
     }
     Ok(config)
 }

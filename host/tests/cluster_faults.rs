@@ -46,6 +46,7 @@ fn share_connector(name: &str, topic: &str, dir: &Path, flush_ms: u64) -> Value 
         "file": dir.join(format!("{name}-{{task}}.jsonl")),
         "plugin.grant.fs.data.path": dir,
         "flush.interval.ms": flush_ms.to_string(),
+        "consumer.override.group.protocol": "share",
         "share.record.lock.duration.ms": LOCK_MS.to_string(),
     })
 }

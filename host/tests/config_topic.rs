@@ -96,12 +96,14 @@ async fn connectors_kept_in_the_config_topic_come_back_on_another_worker() {
     first.shutdown().await.unwrap();
     assert!(!support::worker_state_file(first_dir.path()).exists(), "the state went to the topic, not the file");
 
-    // Each change is one record, keyed and encoded as Connect's.
+    // Each change is one record, keyed and encoded as Connect's, after
+    // Spillway's own record of the state's format, written at the start.
     let records = read_topic(&broker.bootstrap, &topic);
     let keys: Vec<(&str, bool)> = records.iter().map(|(k, v)| (k.as_str(), v.is_some())).collect();
     assert_eq!(
         keys,
         [
+            ("spillway-format", true),
             ("target-state-kept", true),
             ("connector-kept", true),
             ("target-state-paused", true),
@@ -112,8 +114,9 @@ async fn connectors_kept_in_the_config_topic_come_back_on_another_worker() {
             ("target-state-gone", false),
         ]
     );
-    assert_eq!(records[2].1, Some(serde_json::json!({"state": "PAUSED", "state.v2": "PAUSED"})));
-    let kept: ConfigMap = serde_json::from_value(records[1].1.as_ref().unwrap()["properties"].clone()).unwrap();
+    assert_eq!(records[0].1, Some(serde_json::json!({"format": 1})));
+    assert_eq!(records[3].1, Some(serde_json::json!({"state": "PAUSED", "state.v2": "PAUSED"})));
+    let kept: ConfigMap = serde_json::from_value(records[2].1.as_ref().unwrap()["properties"].clone()).unwrap();
     assert_eq!(kept, noop_config("kept"));
 
     // A record another writer put there (Kafka Connect writes this form).

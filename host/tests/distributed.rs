@@ -94,6 +94,7 @@ async fn three_workers_run_one_connector_and_survive_a_kill_a_restart_and_a_late
             "file": data.path().join("out-{task}.jsonl"),
             "plugin.grant.fs.data.path": data.path(),
             "flush.interval.ms": "200",
+            "consumer.override.group.protocol": "share",
         })
     };
     w1.send(reqwest::Method::POST, "/connectors", json!({"name": "spread", "config": config(3)})).await;

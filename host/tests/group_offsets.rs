@@ -99,8 +99,9 @@ async fn a_classic_reset_deletes_the_group() {
         assert!(matches!(e, HerderError::Conflict(_)) && Instant::now() < deadline, "{e:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Nothing committed any more; a rewind would read 0 here.
-    assert_eq!(herder.offsets("c".into()).await.unwrap(), offsets(&[(&topic, 0, None)]));
+    // Nothing committed any more, so nothing listed, as Connect lists it;
+    // a rewind would read 0 here.
+    assert_eq!(herder.offsets("c".into()).await.unwrap(), offsets(&[]));
 
     herder.resume("c".into()).await.unwrap();
     wait_offsets(&herder, "c", &offsets(&[(&topic, 0, Some(20))])).await;
@@ -370,7 +371,7 @@ fn answer(api: ApiKey, version: i16, body: &mut Bytes, port: u16, state: &Mutex<
         ApiKey::ApiVersions => {
             // A client asking for a version above ours gets v0's body, as
             // Kafka does; v3 is all either client here asks for.
-            let served = [(18, 0, 3), (3, 0, 12), (10, 0, 4), (90, 0, 0), (91, 0, 0), (92, 0, 0)];
+            let served = [(18, 0, 3), (3, 0, 12), (10, 0, 4), (77, 1, 1), (90, 0, 0), (91, 0, 0), (92, 0, 0)];
             let keys = served
                 .iter()
                 .map(|(k, min, max)| {
@@ -418,6 +419,20 @@ fn answer(api: ApiKey, version: i16, body: &mut Bytes, port: u16, state: &Mutex<
                 .with_cluster_id(Some(name("share-offsets")))
                 .with_topics(topics);
             encode(&reply, version)
+        }
+        // Every group here is a share group (the connector's check of its
+        // group id asks).
+        ApiKey::ShareGroupDescribe => {
+            let request = ShareGroupDescribeRequest::decode(body, version).ok()?;
+            let described = |id: &GroupId| {
+                share_group_describe_response::DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_group_state(name("Empty"))
+            };
+            encode(
+                &ShareGroupDescribeResponse::default().with_groups(request.group_ids.iter().map(described).collect()),
+                version,
+            )
         }
         ApiKey::FindCoordinator => {
             let request = FindCoordinatorRequest::decode(body, version).ok()?;

@@ -880,10 +880,10 @@ async fn offsets_of_classic_and_share_connectors() {
     assert_eq!((s, b), (200, json!({"message": "The offsets for this connector have been reset successfully"})));
     assert_eq!(host.get("/connectors/early/offsets").await, (200, json!({"offsets": []})));
 
-    // A share-group connector (the worker default): the mock lacks the
-    // share-group offset APIs, and the 400 names the one missing.
+    // A share-group connector: the mock lacks the share-group offset APIs,
+    // and the 400 names the one missing.
     let mut share = config("noop-sink", &topic, 1, &[]);
-    share.as_object_mut().unwrap().remove("consumer.override.group.protocol");
+    share["consumer.override.group.protocol"] = json!("share");
     host.create("shared", share).await;
     let (s, b) = host.get("/connectors/shared/offsets").await;
     assert!(assert_error(s, &b, 400).contains("does not serve DescribeShareGroupOffsets"), "{b}");

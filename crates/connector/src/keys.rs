@@ -102,7 +102,8 @@ pub fn connector_keys() -> &'static ConfigDef {
                         High,
                         "share: a KIP-932 share group (records acknowledged one by one, tasks scale freely); \
                          classic or consumer (KIP-848): a consumer group with offset commits. Unset: the \
-                         worker's default, share (classic on the embedded broker).",
+                         worker's consumer.group.protocol, classic unless the worker opts in to share; removing \
+                         the key rolls a connector back to the worker's choice.",
                     )
                     .with_validator(Validator::one_of(&["share", "classic", "consumer"])),
                     key(

@@ -124,7 +124,8 @@ pub struct ErrorPolicy {
 /// may override, and the ceilings it may not pass.
 #[derive(Clone, Debug)]
 pub struct WorkerDefaults {
-    /// `consumer.group.protocol`: `share` unless the worker says otherwise.
+    /// `consumer.group.protocol`: a classic consumer group unless the
+    /// worker opts in to share groups (KIP-1302: share groups are opt-in).
     pub group_protocol: GroupProtocol,
     pub policy: GrantPolicy,
     /// What `${provider:…}` placeholders in a connector config read.
@@ -136,7 +137,7 @@ pub struct WorkerDefaults {
 impl Default for WorkerDefaults {
     fn default() -> Self {
         WorkerDefaults {
-            group_protocol: GroupProtocol::Share,
+            group_protocol: GroupProtocol::Classic,
             policy: GrantPolicy::default(),
             providers: ConfigProviders::default(),
             clients: ClientSettings::default(),

@@ -14,8 +14,13 @@ fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn worker_default_is_share_and_connector_override_wins() {
-    let worker = WorkerDefaults::default();
+fn classic_by_default_then_the_workers_protocol_then_the_connectors_override() {
+    // KIP-1302: standard consumer groups remain the default.
+    let unset = ConnectorConfig::parse(&config(&[]), &WorkerDefaults::default()).unwrap();
+    assert_eq!(unset.group_protocol, GroupProtocol::Classic);
+    assert_eq!(unset.group_id, "connect-c1");
+
+    let worker = WorkerDefaults { group_protocol: GroupProtocol::Share, ..Default::default() };
     let shared = ConnectorConfig::parse(&config(&[]), &worker).unwrap();
     assert_eq!(shared.group_protocol, GroupProtocol::Share);
     assert_eq!(shared.topics, vec!["a", "b"]);
@@ -307,14 +312,17 @@ fn grant_keys_old_and_new_find_their_entries() {
 /// the table; a classic group has no share group to set them on.
 #[test]
 fn share_group_keys_are_the_groups_configs_and_refused_for_a_classic_group() {
+    let share = ("consumer.override.group.protocol", "share");
     let asked = [("share.record.lock.duration.ms", "20000"), ("share.auto.offset.reset", "by_duration:PT1H")];
-    let parsed = ConnectorConfig::parse(&config(&asked), &WorkerDefaults::default()).unwrap();
+    let parsed = ConnectorConfig::parse(&config(&[share, asked[0], asked[1]]), &WorkerDefaults::default()).unwrap();
     let expected: BTreeMap<String, String> = asked.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     assert_eq!(parsed.share_group_configs, expected);
-    assert!(ConnectorConfig::parse(&config(&[]), &WorkerDefaults::default()).unwrap().share_group_configs.is_empty());
+    assert!(
+        ConnectorConfig::parse(&config(&[share]), &WorkerDefaults::default()).unwrap().share_group_configs.is_empty()
+    );
 
-    let classic = config(&[("consumer.override.group.protocol", "classic"), asked[0]]);
-    assert_eq!(problems_of(&classic).iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), [asked[0].0]);
+    // Under the default, a classic group.
+    assert_eq!(problems_of(&config(&[asked[0]])).iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), [asked[0].0]);
     for (key, bad) in [
         ("share.auto.offset.reset", "yesterday"),
         ("share.auto.offset.reset", "by_duration:1h"),
@@ -322,7 +330,7 @@ fn share_group_keys_are_the_groups_configs_and_refused_for_a_classic_group() {
         ("share.isolation.level", "serializable"),
         ("share.record.lock.duration.ms", "999"),
     ] {
-        let problems = problems_of(&config(&[(key, bad)]));
+        let problems = problems_of(&config(&[share, (key, bad)]));
         assert_eq!(problems.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), [key], "{key}={bad}");
     }
 }

@@ -145,6 +145,9 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         Source::Share(consumer) => Some(consumer.delivery_limit().limit),
         Source::Classic(_) => None,
     };
+    // As Connect's WorkerSinkTask says it, at the level it says it.
+    let (group, protocol) = (&config.group_id, config.group_protocol);
+    tracing::info!(task = name, group, ?protocol, "sink task finished initialization and start");
 
     Ok(TaskLoop {
         name,

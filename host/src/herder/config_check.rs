@@ -17,9 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
-/// How long the share group check may ask the broker before the config is
-/// let through with a warning, as when the broker cannot say.
+/// How long the group id check may wait for the broker; past it the config
+/// is refused, as when the broker cannot say.
 const GROUP_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The key the group id check reports on.
+const GROUP_ID_KEY: &str = "consumer.override.group.id";
 
 /// One config to check, with what the loop knew when it was asked.
 pub struct ConfigCheck {
@@ -44,15 +47,29 @@ pub struct Checked {
 }
 
 impl ConfigCheck {
-    /// Connect's validation answer: every key's value and errors.
+    /// Connect's validation answer: every key's value and errors, with the
+    /// group id check of a config whose group is new to it.
     pub async fn infos(&self) -> ConfigInfos {
         let plugin = self.plugin.as_ref().map_err(Refusal::clone);
-        validate::validate(&self.runtime, &self.validations, &self.plugin_name, plugin, &self.config, &self.defaults)
-            .await
+        let mut infos = validate::validate(
+            &self.runtime,
+            &self.validations,
+            &self.plugin_name,
+            plugin,
+            &self.config,
+            &self.defaults,
+        )
+        .await;
+        if let Ok(parsed) = ConnectorConfig::parse(&self.config, &self.defaults)
+            && !same_group(&parsed, self.previous.as_ref(), &self.defaults)
+            && let Err(message) = self.check_group_id(&parsed).await
+        {
+            infos.add_error(GROUP_ID_KEY, message);
+        }
+        infos
     }
 
-    /// Refuses a config with any validation error, listing them all, and a
-    /// share group that would take an existing consumer group's id.
+    /// Refuses a config with any validation error, listing them all.
     pub async fn admit(&self) -> HerderResult<()> {
         let infos = self.infos().await;
         if infos.error_count > 0 {
@@ -71,10 +88,7 @@ impl ConfigCheck {
         for warning in &infos.warnings {
             tracing::warn!(connector = self.config.get("name").map(String::as_str).unwrap_or(""), "{warning}");
         }
-        if same_group(&self.config, self.previous.as_ref(), &self.defaults) {
-            return Ok(());
-        }
-        self.check_share_group_id().await
+        Ok(())
     }
 
     /// What was checked, for the loop to store if nothing it was checked
@@ -83,36 +97,49 @@ impl ConfigCheck {
         Checked { config: self.config, previous: self.previous, plugin_digest: self.plugin.ok().map(|p| p.digest) }
     }
 
-    /// KIP-1302: a share group id must not match an existing consumer
-    /// group's, or the two would fight over membership.
-    async fn check_share_group_id(&self) -> HerderResult<()> {
-        let Ok(parsed) = ConnectorConfig::parse(&self.config, &self.defaults) else { return Ok(()) };
-        if parsed.group_protocol != GroupProtocol::Share {
-            return Ok(());
-        }
+    /// KIP-1302: a share group and a consumer group must not have one id,
+    /// or the broker refuses whichever comes second: a share group may not
+    /// take the id of a consumer group with offsets, nor a classic
+    /// connector the id of a share group. A broker that cannot say refuses
+    /// the config too, saying why.
+    async fn check_group_id(&self, parsed: &ConnectorConfig) -> Result<(), String> {
         let cluster = ClusterAccess::new(&self.bootstrap, &parsed.clients);
-        let (group, topics, pattern) = (parsed.group_id.clone(), parsed.topics.clone(), parsed.topics_pattern());
-        let lookup = tokio::task::spawn_blocking(move || {
-            let topics = crate::kafka::groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
-            crate::kafka::groups::classic_group_exists(&cluster, &group, &topics)
-        });
-        let exists = match tokio::time::timeout(GROUP_CHECK_TIMEOUT, lookup).await {
-            Ok(joined) => joined.map_err(|e| HerderError::Internal(e.to_string()))?,
-            Err(_) => Err(anyhow::anyhow!("the broker did not answer within {GROUP_CHECK_TIMEOUT:?}")),
-        };
-        match exists {
-            Ok(false) => Ok(()),
-            Ok(true) => Err(HerderError::BadRequest(format!(
-                "Share group id '{}' is already used by a consumer group; share and consumer groups must not share \
-                 an id. Set consumer.override.group.id to another id, or consumer.override.group.protocol=classic \
-                 to consume with that consumer group.",
-                parsed.group_id
-            ))),
-            Err(e) => {
-                // The broker could not say (some test brokers lack the API): go on, but say so.
-                tracing::warn!(group = parsed.group_id, error = format!("{e:#}"), "could not check the share group id");
-                Ok(())
+        let (group, protocol) = (parsed.group_id.clone(), parsed.group_protocol);
+        let (topics, pattern) = (parsed.topics.clone(), parsed.topics_pattern());
+        let taken = tokio::time::timeout(GROUP_CHECK_TIMEOUT, async move {
+            // A share group's id is no consumer group's: asked first, it
+            // also spares asking a share group for committed offsets.
+            let share = crate::kafka::share::is_share_group(&cluster, &group).await?;
+            if protocol == GroupProtocol::Classic || share {
+                return Ok::<bool, anyhow::Error>(protocol == GroupProtocol::Classic && share);
             }
+            tokio::task::spawn_blocking(move || {
+                let topics = crate::kafka::groups::connector_topics(&cluster, &topics, pattern.as_ref())?;
+                crate::kafka::groups::classic_group_exists(&cluster, &group, &topics)
+            })
+            .await?
+        })
+        .await;
+        let id = &parsed.group_id;
+        match taken {
+            Ok(Ok(false)) => Ok(()),
+            Ok(Ok(true)) if parsed.group_protocol == GroupProtocol::Share => Err(format!(
+                "Share group id '{id}' is already used by a consumer group; share and consumer groups must not share \
+                 an id. Set consumer.override.group.id to another id, or consumer.override.group.protocol=classic \
+                 to consume with that consumer group."
+            )),
+            Ok(Ok(true)) => Err(format!(
+                "Consumer group id '{id}' is a share group's; share and consumer groups must not share an id. Set \
+                 consumer.override.group.id to another id (the consumer group's, to go back to its committed \
+                 offsets), or delete share group '{id}' once no connector uses it."
+            )),
+            Ok(Err(e)) => {
+                Err(format!("could not check that group id '{id}' is not taken by another kind of group: {e:#}"))
+            }
+            Err(_) => Err(format!(
+                "could not check that group id '{id}' is not taken by another kind of group: the broker did not \
+                 answer within {GROUP_CHECK_TIMEOUT:?}"
+            )),
         }
     }
 }
@@ -120,7 +147,8 @@ impl ConfigCheck {
 /// Whether `config` has the same group as `previous`: then it was checked
 /// when it was set; asking again costs a connection, and librdkafka's mock
 /// ends every share session on a broker when any connection to it closes.
-fn same_group(config: &ConfigMap, previous: Option<&ConfigMap>, defaults: &WorkerDefaults) -> bool {
-    let group = |c: &ConfigMap| ConnectorConfig::parse(c, defaults).ok().map(|c| (c.group_protocol, c.group_id));
-    previous.is_some_and(|previous| group(previous).is_some_and(|g| Some(g) == group(config)))
+fn same_group(config: &ConnectorConfig, previous: Option<&ConfigMap>, defaults: &WorkerDefaults) -> bool {
+    previous
+        .and_then(|previous| ConnectorConfig::parse(previous, defaults).ok())
+        .is_some_and(|p| (p.group_protocol, &p.group_id) == (config.group_protocol, &config.group_id))
 }

@@ -65,12 +65,16 @@ impl OffsetsTarget {
                 .await
                 .map_err(|e| HerderError::Internal(e.to_string()))?
                 .map_err(|e| HerderError::Internal(format!("reading offsets: {e:#}")))?;
+        // As Connect lists a sink's offsets: the partitions the group has
+        // committed in, and no others.
         Ok(ConnectorOffsets {
             offsets: positions
                 .into_iter()
-                .map(|(topic, partition, offset)| PartitionOffset {
-                    partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
-                    offset: offset.map(|o| OffsetValue { kafka_offset: o }),
+                .filter_map(|(topic, partition, offset)| {
+                    Some(PartitionOffset {
+                        partition: OffsetPartition { kafka_topic: topic, kafka_partition: partition },
+                        offset: Some(OffsetValue { kafka_offset: offset? }),
+                    })
                 })
                 .collect(),
         })

@@ -236,6 +236,16 @@ pub struct ConfigInfos {
     pub warnings: Vec<String>,
 }
 
+impl ConfigInfos {
+    /// Counts one more error, on the entry of `key`, one of the host's own
+    /// keys (validation lists each of them).
+    pub fn add_error(&mut self, key: &str, message: String) {
+        let config = self.configs.iter_mut().find(|c| c.value.name == key).expect("a key of the host's table");
+        config.value.errors.push(message);
+        self.error_count += 1;
+    }
+}
+
 /// A classic-group connector's committed position in one partition, as in
 /// `GET /connectors/{name}/offsets`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,12 +36,16 @@ pub fn worker_config(bootstrap: &str, dir: &Path, plugins: &Path) -> WorkerConfi
 }
 
 /// A worker config as `spillway serve` reads one: the keys given, over
-/// the bootstrap servers, state file and plugin directory.
+/// the bootstrap servers, state file and plugin directory, and over
+/// `consumer.group.protocol=share`: most tests here are of share groups,
+/// which the worker opts in to (KIP-1302); a test of the default gives
+/// `consumer.group.protocol=classic`.
 pub fn worker_config_with(bootstrap: &str, state_file: &Path, plugins: &Path, extra: &[(&str, &str)]) -> WorkerConfig {
     let mut raw = std::collections::BTreeMap::from([
         ("bootstrap.servers".to_string(), bootstrap.to_string()),
         ("config.storage.file".to_string(), state_file.display().to_string()),
         ("plugin.path".to_string(), plugins.display().to_string()),
+        ("consumer.group.protocol".to_string(), "share".to_string()),
     ]);
     raw.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     WorkerConfig::parse(&raw).unwrap_or_else(|problems| panic!("a bad worker config: {problems:?}"))

@@ -31,7 +31,7 @@ pub use configs::{DeliveryLimit, KAFKA_DEFAULT_DELIVERY_LIMIT};
 pub(crate) use connection::Connection;
 pub use consumer::ShareConsumer;
 pub use error::{AckFailure, ShareError};
-pub use offsets::{ShareGroupOffsets, ShareLag, ShareOffsetsError, StartOffset};
+pub use offsets::{ShareGroupOffsets, ShareLag, ShareOffsetsError, StartOffset, is_share_group};
 
 use crate::security::ClientSecurity;
 use std::collections::BTreeMap;

@@ -19,7 +19,8 @@ use kafka_protocol::messages::alter_share_group_offsets_request::{
 use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, GroupId, TopicName,
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, GroupId,
+    ShareGroupDescribeRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use std::collections::BTreeMap;
@@ -255,6 +256,29 @@ impl ShareGroupOffsets {
                 context: with_message(format!("{doing} the offsets of share group '{}'", self.group), message),
             }),
         }
+    }
+}
+
+/// Whether `group` is a share group now (KIP-932's ShareGroupDescribe, in
+/// any state but Dead): `false` for no group, a consumer group's id, or a
+/// broker that has no share groups at all.
+pub async fn is_share_group(cluster: &ClusterAccess, group: &str) -> Result<bool, ShareOffsetsError> {
+    let security = cluster.security(Role::Admin)?;
+    let cluster = Cluster::bootstrap(&cluster.bootstrap, CLIENT_ID, TIMEOUT, &security).await?;
+    let Some(version) = cluster.versions.served::<ShareGroupDescribeRequest>() else { return Ok(false) };
+    let coordinator = cluster.connect(&cluster.find_coordinator(group).await?).await?;
+    let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(StrBytes::from_string(group.into()))]);
+    let reply = coordinator.send(&req, version, TIMEOUT).await?;
+    let Some(described) = reply.groups.first() else {
+        return Err(ShareOffsetsError::Refused(format!("the broker described no group for '{group}'")));
+    };
+    match ResponseError::try_from_code(described.error_code) {
+        None => Ok(described.group_state.as_str() != "Dead"),
+        Some(ResponseError::GroupIdNotFound) => Ok(false),
+        Some(error) => Err(ShareOffsetsError::Broker(ShareError::Broker {
+            error,
+            context: with_message(format!("describing share group '{group}'"), described.error_message.clone()),
+        })),
     }
 }
 

@@ -93,6 +93,19 @@ impl HerderLoop {
             store.save(&stored, &cleared).await?;
             stored = cleared;
         }
+        // KIP-1302 made share groups opt-in: a connector stored when they
+        // were the default keeps its share group (and its position).
+        if let Some((upgraded, pinned)) = stored.upgraded(!config.embedded_broker()) {
+            for name in &pinned {
+                tracing::info!(
+                    connector = name,
+                    "stored before share groups became opt-in: pinned to its share group \
+                     (consumer.override.group.protocol=share); remove the key to move it to a classic group"
+                );
+            }
+            store.save(&stored, &upgraded).await?;
+            stored = upgraded;
+        }
         let (events, event_receiver) = mpsc::unbounded_channel();
         let worker = Worker::new(runtime, config.bootstrap().to_string(), events);
         let validations = Arc::new(Semaphore::new(config.defaults.policy.requests.validations));

@@ -24,6 +24,41 @@ pub struct StoredState {
     /// KIP-745: recorded before a restart is answered, removed once done.
     #[serde(default)]
     pub restart_requests: BTreeMap<String, RestartRequest>,
+    /// Which version's rules the configs were stored under: 0 (absent)
+    /// before share groups became opt-in, [`StoredState::FORMAT`] since.
+    #[serde(default)]
+    pub format: u32,
+}
+
+/// The connector key that pins a group protocol.
+const GROUP_PROTOCOL: &str = "consumer.override.group.protocol";
+
+impl StoredState {
+    /// Since this format a connector without `consumer.override.group.protocol`
+    /// runs on the worker's `consumer.group.protocol`, classic by default
+    /// (KIP-1302); before it, on a share group.
+    pub const FORMAT: u32 = 1;
+
+    /// This state in the current format: when it was stored before share
+    /// groups became opt-in and `ran_on_share` (the old default on a real
+    /// broker), each connector that did not name its protocol is pinned to
+    /// `share`, so that an upgrade keeps it on its share group and its
+    /// position. Returns the names pinned; `None` when already current.
+    pub fn upgraded(&self, ran_on_share: bool) -> Option<(StoredState, Vec<String>)> {
+        if self.format >= Self::FORMAT {
+            return None;
+        }
+        let mut upgraded = self.clone();
+        upgraded.format = Self::FORMAT;
+        let mut pinned = Vec::new();
+        for (name, connector) in upgraded.connectors.iter_mut().filter(|_| ran_on_share) {
+            if connector.config.get(GROUP_PROTOCOL).is_none_or(|v| v.trim().is_empty()) {
+                connector.config.insert(GROUP_PROTOCOL.to_string(), "share".to_string());
+                pinned.push(name.clone());
+            }
+        }
+        Some((upgraded, pinned))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,5 +130,47 @@ impl StateStore {
             StateStore::File(_) => Vec::new(),
             StateStore::Topic(store) => store.take_restarts(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::herder::types::TargetState;
+
+    fn stored(configs: &[(&str, &[(&str, &str)])], format: u32) -> StoredState {
+        let connector = |pairs: &[(&str, &str)]| StoredConnector {
+            config: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            target_state: TargetState::Started,
+        };
+        let connectors = configs.iter().map(|(name, pairs)| (name.to_string(), connector(pairs))).collect();
+        StoredState { connectors, restart_requests: BTreeMap::new(), format }
+    }
+
+    #[test]
+    fn an_old_state_pins_share_where_no_protocol_was_named_and_a_current_one_is_left_alone() {
+        let old = stored(
+            &[("unnamed", &[]), ("blank", &[(GROUP_PROTOCOL, " ")]), ("classic", &[(GROUP_PROTOCOL, "classic")])],
+            0,
+        );
+        let (upgraded, pinned) = old.upgraded(true).unwrap();
+        assert_eq!(pinned, ["blank", "unnamed"]);
+        assert_eq!(upgraded.format, StoredState::FORMAT);
+        assert_eq!(upgraded.connectors["unnamed"].config[GROUP_PROTOCOL], "share");
+        assert_eq!(upgraded.connectors["blank"].config[GROUP_PROTOCOL], "share");
+        assert_eq!(upgraded.connectors["classic"].config[GROUP_PROTOCOL], "classic");
+        assert!(upgraded.upgraded(true).is_none(), "once");
+
+        // The embedded broker ran everything on classic groups already.
+        let (upgraded, pinned) = old.upgraded(false).unwrap();
+        assert!(pinned.is_empty());
+        assert_eq!(upgraded.connectors, old.connectors);
+        assert!(stored(&[("new", &[])], StoredState::FORMAT).upgraded(true).is_none());
+    }
+
+    #[test]
+    fn a_file_written_before_the_format_reads_as_format_zero() {
+        let old: StoredState = serde_json::from_str(r#"{"connectors": {}, "restart_requests": {}}"#).unwrap();
+        assert_eq!(old.format, 0);
     }
 }

@@ -191,6 +191,15 @@ struct TargetValue {
     state_v2: Option<TargetState>,
 }
 
+/// Spillway's own record (Connect's workers skip keys they do not know):
+/// the state's [`StoredState::format`].
+const FORMAT: &str = "spillway-format";
+
+#[derive(Serialize, Deserialize)]
+struct FormatValue {
+    format: u32,
+}
+
 const CONNECTOR: &str = "connector-";
 const TARGET: &str = "target-state-";
 const RESTART: &str = "restart-connector-";
@@ -200,6 +209,9 @@ const RESTART: &str = "restart-connector-";
 /// never seen running.
 fn changes(old: &StoredState, new: &StoredState) -> Vec<Record> {
     let mut records = Vec::new();
+    if new.format != old.format {
+        records.push((FORMAT.to_string(), json(&FormatValue { format: new.format })));
+    }
     for (name, connector) in &new.connectors {
         let before = old.connectors.get(name);
         if before.is_none_or(|b| b.target_state != connector.target_state) {
@@ -237,6 +249,7 @@ struct Replay {
     configs: BTreeMap<String, ConfigMap>,
     targets: BTreeMap<String, TargetState>,
     restarts: BTreeMap<String, RestartRequest>,
+    format: u32,
 }
 
 impl Replay {
@@ -246,6 +259,11 @@ impl Replay {
             apply(&mut self.configs, name, value, |v: ConnectorValue| v.properties)
         } else if let Some(name) = key.strip_prefix(TARGET) {
             apply(&mut self.targets, name, value, |v: TargetValue| v.state_v2.unwrap_or(v.state))
+        } else if key == FORMAT {
+            value
+                .map(serde_json::from_slice::<FormatValue>)
+                .transpose()
+                .map(|v| self.format = v.map_or(0, |v| v.format))
         } else if let Some(name) = key.strip_prefix(RESTART) {
             let applied = apply(&mut self.restarts, name, value, |v: RestartRequest| v);
             if applied.is_ok() && value.is_some() {
@@ -273,7 +291,7 @@ impl Replay {
             .collect();
         let mut restart_requests = self.restarts.clone();
         restart_requests.retain(|name, _| connectors.contains_key(name));
-        StoredState { connectors, restart_requests }
+        StoredState { connectors, restart_requests, format: self.format }
     }
 }
 
@@ -404,6 +422,7 @@ mod tests {
         StoredState {
             connectors: connectors.iter().map(|(n, c)| (n.to_string(), c.clone())).collect(),
             restart_requests: BTreeMap::new(),
+            format: StoredState::FORMAT,
         }
     }
 
@@ -421,7 +440,7 @@ mod tests {
         };
         let a = connector(TargetState::Paused, "1");
         let keys = step(state(&[("a", a.clone())]), &mut log);
-        assert_eq!(keys, ["target-state-a", "connector-a"], "target state first");
+        assert_eq!(keys, ["spillway-format", "target-state-a", "connector-a"], "target state first");
         let keys = step(state(&[("a", connector(TargetState::Paused, "2"))]), &mut log);
         assert_eq!(keys, ["connector-a"], "only what changed");
         let keys = step(state(&[("a", connector(TargetState::Stopped, "2"))]), &mut log);
@@ -432,7 +451,7 @@ mod tests {
         let mut restarting = state(&[("a", connector(TargetState::Stopped, "2"))]);
         restarting.restart_requests.insert("a".into(), RestartRequest { include_tasks: true, only_failed: false });
         assert_eq!(step(restarting, &mut log), ["restart-connector-a"]);
-        let keys = step(StoredState::default(), &mut log);
+        let keys = step(StoredState { format: StoredState::FORMAT, ..Default::default() }, &mut log);
         assert_eq!(keys, ["connector-a", "target-state-a", "restart-connector-a"]);
         assert!(log[log.len() - 3..].iter().all(|(_, v)| v.is_none()), "tombstones");
     }

@@ -7,7 +7,7 @@
 use super::distributed::GroupConfig;
 use super::store::{ConfigTopic, StatusTopic};
 use crate::config::{ConfigDef, ConfigProviders, Importance, KeyDef, Problem, Type, Validator, providers};
-use crate::connector::WorkerDefaults;
+use crate::connector::{GroupProtocol, WorkerDefaults};
 use crate::kafka::clients::ClientSettings;
 use crate::kafka::security::SECURITY_SETTINGS;
 use crate::policy::{GrantPolicy, InstanceBounds, RequestBounds};
@@ -35,6 +35,8 @@ pub struct WorkerConfig {
     rest_advertised_url: Option<String>,
     /// `bootstrap.servers`; `None` until the embedded broker is started.
     pub bootstrap_servers: Option<String>,
+    /// Whether `bootstrap_servers` is the embedded broker's.
+    embedded_broker: bool,
     /// `plugin.path`.
     pub plugin_dir: PathBuf,
     /// `config.storage.file`.
@@ -87,6 +89,25 @@ impl WorkerConfig {
     /// The REST listener is bound at `address`: a port 0 is a real one now.
     pub fn bind(&mut self, address: SocketAddr) {
         self.listener = address;
+    }
+
+    /// Runs the worker on the embedded broker at `bootstrap`, which has no
+    /// share groups: refused when the worker's connectors default to them.
+    pub fn use_embedded_broker(&mut self, bootstrap: String) -> Result<(), String> {
+        if self.defaults.group_protocol == GroupProtocol::Share {
+            return Err(format!(
+                "{GROUP_PROTOCOL_KEY}=share needs share groups (Apache Kafka 4.0+), and the embedded broker has none: \
+                 give bootstrap.servers, or leave {GROUP_PROTOCOL_KEY} unset"
+            ));
+        }
+        self.bootstrap_servers = Some(bootstrap);
+        self.embedded_broker = true;
+        Ok(())
+    }
+
+    /// Whether the worker runs on the embedded broker.
+    pub fn embedded_broker(&self) -> bool {
+        self.embedded_broker
     }
 
     /// `bootstrap.servers`, once known (see [`WorkerConfig::bootstrap_servers`]).
@@ -186,7 +207,12 @@ impl WorkerConfig {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let defaults = WorkerDefaults { policy, providers, clients, ..WorkerDefaults::default() };
+        // The table admits these three only.
+        let group_protocol = match values.string(GROUP_PROTOCOL_KEY) {
+            "share" => GroupProtocol::Share,
+            _ => GroupProtocol::Classic,
+        };
+        let defaults = WorkerDefaults { group_protocol, policy, providers, clients };
         let rest_advertised_url =
             Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty());
         let mut worker = WorkerConfig {
@@ -201,6 +227,7 @@ impl WorkerConfig {
             },
             rest_advertised_url,
             bootstrap_servers,
+            embedded_broker: false,
             plugin_dir: PathBuf::from(values.string("plugin.path")),
             state_file: PathBuf::from(values.string("config.storage.file")),
             config_topic,
@@ -534,6 +561,10 @@ pub fn worker_keys() -> &'static ConfigDef {
     &KEYS
 }
 
+/// The worker's default group protocol, over `consumer.*`: the host reads
+/// it; librdkafka is handed `classic` and `consumer` as well.
+pub const GROUP_PROTOCOL_KEY: &str = "consumer.group.protocol";
+
 /// The security settings every client of the worker's cluster takes, and
 /// Connect's per-client prefixes.
 fn kafka_client_keys() -> Vec<KeyDef> {
@@ -549,6 +580,19 @@ fn kafka_client_keys() -> Vec<KeyDef> {
         Importance::Low,
         "A Java client's PlainLoginModule or ScramLoginModule line, read for its username and password.",
     ));
+    keys.push(
+        KeyDef::new(
+            GROUP_PROTOCOL_KEY,
+            Type::String,
+            Importance::High,
+            "How connectors consume unless their consumer.override.group.protocol says otherwise (KIP-1302): \
+             classic or consumer (KIP-848), a consumer group with offset commits, the default; share, a KIP-932 \
+             share group (Kafka 4.0+; not on the embedded broker). Connectors stored before share groups became \
+             opt-in keep the protocol they ran with (README: Share groups).",
+        )
+        .with_default("classic")
+        .with_validator(Validator::one_of(&["classic", "consumer", "share"])),
+    );
     for (role, doc) in [
         ("consumer", "the tasks' consumers (share and classic)"),
         ("producer", "the dead-letter queue's producer"),

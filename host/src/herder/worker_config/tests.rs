@@ -34,6 +34,36 @@ fn the_file_is_read_as_java_properties_and_flags_override_it() {
     assert_eq!((policy.tasks_max, policy.memory_max_bytes), (Some(8), None));
 }
 
+/// KIP-1302's resolution order: the worker's `consumer.group.protocol`
+/// (classic when unset), then the connector's override; removing the
+/// override rolls the connector back to the worker's.
+#[test]
+fn the_workers_group_protocol_is_the_default_a_connector_overrides() {
+    let protocol_under = |worker: &[(&str, &str)], connector: &[(&str, &str)]| {
+        let raw = worker.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let worker = WorkerConfig::parse(&raw).unwrap();
+        ConnectorConfig::parse(&config(connector), &worker.defaults).unwrap().group_protocol
+    };
+    let (share, classic) =
+        (("consumer.override.group.protocol", "share"), ("consumer.override.group.protocol", "classic"));
+    assert_eq!(protocol_under(&[], &[]), GroupProtocol::Classic);
+    assert_eq!(protocol_under(&[], &[share]), GroupProtocol::Share);
+    assert_eq!(protocol_under(&[("consumer.group.protocol", "share")], &[]), GroupProtocol::Share);
+    assert_eq!(protocol_under(&[("consumer.group.protocol", "share")], &[classic]), GroupProtocol::Classic);
+    assert_eq!(protocol_under(&[("consumer.group.protocol", "consumer")], &[]), GroupProtocol::Classic);
+    // KIP-848's protocol reaches librdkafka; share never does.
+    let raw = BTreeMap::from([("consumer.group.protocol".to_string(), "consumer".to_string())]);
+    let settings = WorkerConfig::parse(&raw).unwrap().defaults.clients;
+    assert!(
+        settings
+            .for_role(crate::kafka::clients::Role::Consumer)
+            .contains(&("group.protocol".into(), "consumer".into()))
+    );
+    let raw = BTreeMap::from([("consumer.group.protocol".to_string(), "streams".to_string())]);
+    let problems = WorkerConfig::parse(&raw).unwrap_err();
+    assert_eq!(problems.iter().map(|p| p.key.as_str()).collect::<Vec<_>>(), ["consumer.group.protocol"]);
+}
+
 #[test]
 fn readme_documents_the_table() {
     crate::config::assert_readme_documents(worker_keys(), "worker-keys", "config-keys --worker");
