@@ -216,10 +216,10 @@ impl Herder {
         self.ask(move |w| Box::pin(async move { w.install_plugin(&name, plugin, &dir, &bytes) })).await
     }
 
-    /// In a group, the leader's REST URL while another worker leads; `None`
-    /// here standalone, on the leader, and before the first assignment.
-    pub async fn leader_url(&self) -> HerderResult<Option<String>> {
-        self.ask(|w| Box::pin(async move { Ok(w.leader_url()) })).await
+    /// Who carries out writes to connectors: this worker, the group's
+    /// leader elsewhere, or nobody known yet.
+    pub async fn leadership(&self) -> HerderResult<Leadership> {
+        self.ask(|w| Box::pin(async move { Ok(w.leadership()) })).await
     }
 
     pub fn worker_id(&self) -> &str {

@@ -17,6 +17,18 @@ pub enum TargetState {
     Stopped,
 }
 
+/// Who carries out writes to connectors, as a worker sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// This worker: standalone, or the group's leader.
+    Here,
+    /// Another worker of the group, at this REST URL.
+    Elsewhere(String),
+    /// Not known (before the first assignment, or after this worker's
+    /// membership ran out): Connect answers 409 until it is.
+    Unknown,
+}
+
 /// What a connector or task is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

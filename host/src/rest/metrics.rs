@@ -4,7 +4,7 @@
 use super::AppState;
 use super::error::ApiResult;
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::herder::{ConnectorLag, TaskMetricsEntry};
+use crate::herder::{ConnectorLag, ConnectorStateInfo, State as RunState, TaskMetricsEntry};
 use crate::task::metrics::PUT_LATENCY_BUCKETS;
 use crate::task::{FlushCause, TaskMetrics};
 use axum::extract::State;
@@ -21,6 +21,12 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
     let mut text = render(&entries);
     render_capabilities(&mut text, &s.herder.capability_metrics().await?);
     render_lag(&mut text, &s.herder.lag());
+    let mut statuses = Vec::new();
+    for name in s.herder.connectors().await? {
+        // One deleted meanwhile is left out.
+        statuses.extend(s.herder.status(name).await.ok());
+    }
+    render_states(&mut text, &statuses, s.herder.worker_id());
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
 }
 
@@ -149,6 +155,47 @@ fn render_lag(out: &mut String, lags: &BTreeMap<String, ConnectorLag>) {
     }
 }
 
+/// Each state's name in a metric, as Connect's: `connector-running-task-count`.
+const STATES: [(RunState, &str); 6] = [
+    (RunState::Running, "running"),
+    (RunState::Paused, "paused"),
+    (RunState::Stopped, "stopped"),
+    (RunState::Failed, "failed"),
+    (RunState::Unassigned, "unassigned"),
+    (RunState::Restarting, "restarting"),
+];
+
+/// Connect's worker metrics by state, for what runs on this worker
+/// (`worker_id`): `connector-count` and `task-count`, and each connector's
+/// `connector-<state>-task-count`; and connector-metrics' `status`, as one
+/// gauge per state, 1 for the state the connector is in.
+fn render_states(out: &mut String, statuses: &[ConnectorStateInfo], worker_id: &str) {
+    let here = |w: &str| w == worker_id;
+    let connectors = statuses.iter().filter(|s| here(&s.connector.worker_id)).count();
+    let tasks = statuses.iter().flat_map(|s| &s.tasks).filter(|t| here(&t.worker_id)).count();
+    family(out, "spillway_connector_count", "Connectors run on this worker (Connect's connector-count).", "gauge");
+    let _ = writeln!(out, "spillway_connector_count {connectors}");
+    family(out, "spillway_task_count", "Tasks run on this worker (Connect's task-count).", "gauge");
+    let _ = writeln!(out, "spillway_task_count {tasks}");
+    for (state, label) in STATES {
+        let name = format!("spillway_connector_{label}_task_count");
+        let help = format!("The connector's {label} tasks on this worker (Connect's connector-{label}-task-count).");
+        family(out, &name, &help, "gauge");
+        for status in statuses {
+            let n = status.tasks.iter().filter(|t| here(&t.worker_id) && t.state == state).count();
+            let _ = writeln!(out, "{name}{{connector=\"{}\"}} {n}", escape(&status.name));
+        }
+    }
+    let name = "spillway_connector_status";
+    family(out, name, "1 for the state the connector is in, 0 for the others (Connect's connector status).", "gauge");
+    for status in statuses {
+        for (state, label) in STATES {
+            let is = u8::from(status.connector.state == state);
+            let _ = writeln!(out, "{name}{{connector=\"{}\",status=\"{label}\"}} {is}", escape(&status.name));
+        }
+    }
+}
+
 fn family(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -227,6 +274,51 @@ mod tests {
         assert!(text.contains(&format!("spillway_put_latency_seconds_count{{{l}}} 3\n")));
         assert!(text.contains(&format!("spillway_put_latency_seconds_sum{{{l}}} 60.0205\n")));
         assert!(text.contains("# TYPE spillway_put_latency_seconds histogram\n"));
+    }
+
+    #[test]
+    fn renders_connector_and_task_states_of_this_worker() {
+        use crate::herder::{InstanceState, TaskState};
+        let instance =
+            |state, worker: &str| InstanceState { state, worker_id: worker.into(), trace: None, version: None };
+        let task = |id: u32, state: RunState, worker: &str| -> TaskState {
+            serde_json::from_value(serde_json::json!({"id": id, "state": state, "worker_id": worker})).unwrap()
+        };
+        let status = |name: &str, state, tasks| ConnectorStateInfo {
+            name: name.into(),
+            connector: instance(state, "here:8083"),
+            tasks,
+            kind: "sink".into(),
+            lag: None,
+        };
+        let statuses = [
+            status(
+                "a",
+                RunState::Running,
+                vec![
+                    task(0, RunState::Running, "here:8083"),
+                    task(1, RunState::Failed, "here:8083"),
+                    task(2, RunState::Running, "there:8083"),
+                ],
+            ),
+            status("b", RunState::Paused, vec![task(0, RunState::Paused, "here:8083")]),
+        ];
+        let mut text = String::new();
+        render_states(&mut text, &statuses, "here:8083");
+        for line in [
+            "spillway_connector_count 2\n",
+            "spillway_task_count 3\n",
+            "spillway_connector_running_task_count{connector=\"a\"} 1\n",
+            "spillway_connector_failed_task_count{connector=\"a\"} 1\n",
+            "spillway_connector_paused_task_count{connector=\"a\"} 0\n",
+            "spillway_connector_paused_task_count{connector=\"b\"} 1\n",
+            "spillway_connector_status{connector=\"a\",status=\"running\"} 1\n",
+            "spillway_connector_status{connector=\"a\",status=\"failed\"} 0\n",
+            "spillway_connector_status{connector=\"b\",status=\"paused\"} 1\n",
+            "# TYPE spillway_connector_restarting_task_count gauge\n",
+        ] {
+            assert!(text.contains(line), "{line} in:\n{text}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod browser;
 mod config_body;
 mod connectors;
+mod deadline;
 pub mod error;
 mod forward;
 mod loggers;
@@ -21,7 +22,7 @@ pub use error::ApiError;
 pub use loggers::{LogFormat, LogLevels, LoggerLevel};
 pub use security::{Credentials, RestSecurity};
 
-use crate::herder::Herder;
+use crate::herder::{Herder, Leadership};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -54,6 +55,7 @@ pub fn router(herder: Herder, loggers: LogLevels) -> Router {
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), forward::to_leader))
+        .layer(axum::middleware::from_fn(deadline::bound))
         .with_state(state)
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(error::handler_panicked))
 }
@@ -151,19 +153,21 @@ async fn server_info(State(s): State<AppState>) -> impl IntoResponse {
     }))
 }
 
-/// `GET /health` (KIP-1017): 200 once the herder answers requests.
+/// `GET /health` (KIP-1017): 200 once the herder answers requests and, in
+/// a group, knows who leads (until then writes are answered 409).
 async fn health(State(s): State<AppState>) -> impl IntoResponse {
-    match s.herder.connectors().await {
+    let (status, body) = match s.herder.leadership().await {
+        Ok(Leadership::Unknown) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "starting", "message": "Worker is still starting up: it has not joined its group yet."}),
+        ),
         Ok(_) => (
             StatusCode::OK,
-            axum::Json(
-                json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}),
-            ),
+            json!({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}),
         ),
-        Err(e) => {
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"status": "unhealthy", "message": e.to_string()})))
-        }
-    }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, json!({"status": "unhealthy", "message": e.to_string()})),
+    };
+    (status, axum::Json(body))
 }
 
 /// The document with this build's version filled in.

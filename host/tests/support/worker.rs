@@ -60,9 +60,13 @@ impl Worker {
         let worker = Worker { child, url: format!("http://127.0.0.1:{port}") };
         // reqwest builds its clients with TLS, which needs the provider.
         spillway::capabilities::tls::install_crypto_provider();
+        // Healthy (KIP-1017) once it answers and, in a group, has joined:
+        // before that it answers a write 409, as Connect does.
         let deadline = Instant::now() + PATIENCE;
-        while reqwest::get(&worker.url).await.is_err() {
-            assert!(Instant::now() < deadline, "the worker never answered");
+        let healthy =
+            || async { reqwest::get(format!("{}/health", worker.url)).await.is_ok_and(|r| r.status().is_success()) };
+        while !healthy().await {
+            assert!(Instant::now() < deadline, "the worker never became healthy");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         worker

@@ -8,8 +8,13 @@ use crate::herder::worker::TaskRuntime;
 use std::collections::BTreeMap;
 
 impl HerderLoop {
-    pub fn leader_url(&self) -> Option<String> {
-        self.membership.as_ref().filter(|m| !m.is_leader).and_then(|m| m.leader_url.clone())
+    /// Who carries out writes to connectors (Connect's leader).
+    pub fn leadership(&self) -> Leadership {
+        match &self.membership {
+            None => Leadership::Here,
+            Some(m) if m.is_leader => Leadership::Here,
+            Some(m) => m.leader_url.clone().map_or(Leadership::Unknown, Leadership::Elsewhere),
+        }
     }
 
     /// What this worker tells the group when it joins.
@@ -85,6 +90,8 @@ impl HerderLoop {
         if let Some(membership) = self.membership.as_mut() {
             membership.owned = WorkSet::default();
             membership.is_leader = false;
+            // Whoever leads now, the next assignment says.
+            membership.leader_url = None;
         }
         self.apply_placement().await;
     }
