@@ -261,24 +261,38 @@ impl ShareGroupOffsets {
 
 /// Whether `group` is a share group now (KIP-932's ShareGroupDescribe, in
 /// any state but Dead): `false` for no group, a consumer group's id, or a
-/// broker that has no share groups at all.
+/// broker that has no share groups at all. A coordinator that is loading
+/// or has moved (a new cluster, a broker gone) is found and asked again.
 pub async fn is_share_group(cluster: &ClusterAccess, group: &str) -> Result<bool, ShareOffsetsError> {
     let security = cluster.security(Role::Admin)?;
     let cluster = Cluster::bootstrap(&cluster.bootstrap, CLIENT_ID, TIMEOUT, &security).await?;
     let Some(version) = cluster.versions.served::<ShareGroupDescribeRequest>() else { return Ok(false) };
-    let coordinator = cluster.connect(&cluster.find_coordinator(group).await?).await?;
     let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(StrBytes::from_string(group.into()))]);
-    let reply = coordinator.send(&req, version, TIMEOUT).await?;
-    let Some(described) = reply.groups.first() else {
-        return Err(ShareOffsetsError::Refused(format!("the broker described no group for '{group}'")));
-    };
-    match ResponseError::try_from_code(described.error_code) {
-        None => Ok(described.group_state.as_str() != "Dead"),
-        Some(ResponseError::GroupIdNotFound) => Ok(false),
-        Some(error) => Err(ShareOffsetsError::Broker(ShareError::Broker {
+    let deadline = tokio::time::Instant::now() + 2 * TIMEOUT;
+    loop {
+        let coordinator = cluster.connect(&cluster.find_coordinator(group).await?).await?;
+        let reply = coordinator.send(&req, version, TIMEOUT).await?;
+        let Some(described) = reply.groups.into_iter().next() else {
+            return Err(ShareOffsetsError::Refused(format!("the broker described no group for '{group}'")));
+        };
+        let error = match ResponseError::try_from_code(described.error_code) {
+            None => return Ok(described.group_state.as_str() != "Dead"),
+            Some(ResponseError::GroupIdNotFound) => return Ok(false),
+            Some(error) => error,
+        };
+        let moving = matches!(
             error,
-            context: with_message(format!("describing share group '{group}'"), described.error_message.clone()),
-        })),
+            ResponseError::CoordinatorLoadInProgress
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::NotCoordinator
+        );
+        if !moving || tokio::time::Instant::now() >= deadline {
+            return Err(ShareOffsetsError::Broker(ShareError::Broker {
+                error,
+                context: with_message(format!("describing share group '{group}'"), described.error_message),
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
