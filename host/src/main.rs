@@ -326,7 +326,7 @@ struct RunSummary {
 
 fn protocol_name(protocol: GroupProtocol) -> &'static str {
     match protocol {
-        GroupProtocol::Share => "a share group",
+        GroupProtocol::Share => "a share group (opted in: share groups are opt-in, KIP-1302)",
         GroupProtocol::Classic => "a classic consumer group",
     }
 }

@@ -328,6 +328,17 @@ async fn worker_info_plugins_and_validation() {
     let warning = infos["warnings"][0].as_str().unwrap_or_default();
     assert!(warning.contains("archived by the broker"), "{infos:#}");
 
+    // A key nothing reads changes nothing: validation says so, naming the
+    // key it likely stands for (Confluent's S3 sink spells it with `s3.`).
+    let typo = json!({"name": "v", "topics": "t", "consumer.override.group.protocol": "classic",
+        "s3.compression.type": "gzip", "key.converter": "org.apache.kafka.connect.storage.StringConverter"});
+    let (status, infos) = host.call(Method::PUT, "/connector-plugins/s3-sink/config/validate", Some(typo)).await;
+    assert_eq!(status, 200, "{infos}");
+    let warnings: Vec<&str> = infos["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(warnings[0].starts_with("key.converter: neither the host nor plugin s3-sink reads this key"), "{warnings:#?}");
+    assert!(warnings[1].ends_with("did you mean compression.type?"), "{warnings:#?}");
+
     // Invalid is still a 200, with the problem listed against its key.
     let invalid = json!({"name": "v", "tasks.max": 0});
     let (status, infos) = host.call(Method::PUT, "/connector-plugins/noop-sink/config/validate", Some(invalid)).await;

@@ -80,7 +80,7 @@ pub async fn validate(
     defaults: &WorkerDefaults,
 ) -> ConfigInfos {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let warnings = match ConnectorConfig::parse(config, defaults) {
+    let mut warnings = match ConnectorConfig::parse(config, defaults) {
         Ok(parsed) => warnings(&parsed),
         Err(problems) => {
             for p in problems {
@@ -107,6 +107,7 @@ pub async fn validate(
                 }
             }
             keys.extend(plugin_key_infos(plugin));
+            warnings.extend(ignored_keys(config, plugin));
             for e in plugin_validate(runtime, validations, plugin, config, &defaults.policy.requests).await {
                 errors.entry(e.0).or_default().push(e.1);
             }
@@ -235,6 +236,43 @@ pub fn warnings(config: &ConnectorConfig) -> Vec<String> {
     warnings
 }
 
+/// A warning for each key of `config` that neither the host's table nor
+/// `plugin` declares: nothing reads it, so a misspelt key (Confluent's
+/// `s3.compression.type` for the sink's `compression.type`) would change
+/// nothing in silence. It names the nearest key that is read.
+fn ignored_keys(config: &ConfigMap, plugin: &Plugin) -> Vec<String> {
+    let declared: Vec<&str> = plugin.metadata.config.iter().map(|k| k.name.as_str()).collect();
+    let host = connector_keys().keys().iter().filter(|k| !k.is_pattern()).map(|k| k.name());
+    let known: Vec<&str> = host.chain(declared.iter().copied()).collect();
+    let plugin_name = &plugin.metadata.name;
+    config
+        .keys()
+        .filter(|key| connector_keys().find(key).is_none() && !declared.contains(&key.as_str()))
+        .map(|key| {
+            let ignored = format!("{key}: neither the host nor plugin {plugin_name} reads this key, so it changes nothing");
+            match nearest_key(key, &known) {
+                Some(near) => format!("{ignored}; did you mean {near}?"),
+                None => ignored,
+            }
+        })
+        .collect()
+}
+
+/// The known key `key` most likely stands for: one it ends with after a
+/// prefix of another product's (`s3.compression.type`: `compression.type`),
+/// else the closest spelling within a third of its length.
+fn nearest_key<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    let suffix = known
+        .iter()
+        .copied()
+        .filter(|k| k.contains('.') && key.strip_suffix(k).is_some_and(|prefix| prefix.ends_with('.')))
+        .max_by_key(|k| k.len());
+    suffix.or_else(|| {
+        let near = known.iter().copied().map(|k| (strsim::levenshtein(key, k), k));
+        near.filter(|(distance, k)| *distance <= k.len().max(key.len()) / 3).min().map(|(_, k)| k)
+    })
+}
+
 /// A required key that is missing, or a value that does not parse as its type.
 fn check_value(key: &ConfigKey, value: Option<&String>) -> Option<String> {
     let Some(value) = value else {
@@ -288,6 +326,17 @@ mod tests {
 
     fn map(pairs: &[(&str, &str)]) -> ConfigMap {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn an_ignored_key_names_the_key_it_likely_stands_for() {
+        let known = ["compression.type", "topics", "tasks.max", "name", "flush.size", "s3.bucket"];
+        assert_eq!(nearest_key("s3.compression.type", &known), Some("compression.type"));
+        assert_eq!(nearest_key("task.max", &known), Some("tasks.max"));
+        assert_eq!(nearest_key("flush.sise", &known), Some("flush.size"));
+        // A one-word key is no suffix to go by: `s3.bucket.name` is not `name`.
+        assert_eq!(nearest_key("s3.bucket.name", &known), None);
+        assert_eq!(nearest_key("value.converter", &known), None);
     }
 
     #[test]
