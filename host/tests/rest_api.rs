@@ -336,7 +336,10 @@ async fn worker_info_plugins_and_validation() {
     assert_eq!(status, 200, "{infos}");
     let warnings: Vec<&str> = infos["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
-    assert!(warnings[0].starts_with("key.converter: neither the host nor plugin s3-sink reads this key"), "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with("key.converter: neither the host nor plugin s3-sink reads this key"),
+        "{warnings:#?}"
+    );
     assert!(warnings[1].ends_with("did you mean compression.type?"), "{warnings:#?}");
 
     // Invalid is still a 200, with the problem listed against its key.

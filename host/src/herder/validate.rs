@@ -249,7 +249,8 @@ fn ignored_keys(config: &ConfigMap, plugin: &Plugin) -> Vec<String> {
         .keys()
         .filter(|key| connector_keys().find(key).is_none() && !declared.contains(&key.as_str()))
         .map(|key| {
-            let ignored = format!("{key}: neither the host nor plugin {plugin_name} reads this key, so it changes nothing");
+            let ignored =
+                format!("{key}: neither the host nor plugin {plugin_name} reads this key, so it changes nothing");
             match nearest_key(key, &known) {
                 Some(near) => format!("{ignored}; did you mean {near}?"),
                 None => ignored,
