@@ -774,6 +774,31 @@ async fn metrics_and_topics_after_records_flow() {
     assert_eq!(inf.rsplit(' ').next().unwrap().parse::<f64>().unwrap(), count);
     assert!(metric_sum(&text, "spillway_put_latency_seconds_sum", "metered") >= 0.0);
 
+    // Connect's worker metrics by state: one connector, its task running;
+    // paused, the gauges move with it.
+    for line in [
+        "spillway_connector_count 1\n",
+        "spillway_task_count 1\n",
+        "spillway_connector_running_task_count{connector=\"metered\"} 1\n",
+        "spillway_connector_paused_task_count{connector=\"metered\"} 0\n",
+        "spillway_connector_status{connector=\"metered\",status=\"running\"} 1\n",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert_eq!(host.call(Method::PUT, "/connectors/metered/pause", None).await.0, 202);
+    host.wait_status("metered", "PAUSED", |s| connector_state(s) == "PAUSED" && task_states(s) == vec!["PAUSED"])
+        .await;
+    let text = host.metrics().await;
+    for line in [
+        "spillway_connector_paused_task_count{connector=\"metered\"} 1\n",
+        "spillway_connector_running_task_count{connector=\"metered\"} 0\n",
+        "spillway_connector_status{connector=\"metered\",status=\"paused\"} 1\n",
+        "spillway_connector_status{connector=\"metered\",status=\"running\"} 0\n",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert_eq!(host.call(Method::PUT, "/connectors/metered/resume", None).await.0, 202);
+
     // Active topics (KIP-558): what the connector has used, until reset.
     assert_eq!(host.get("/connectors/metered/topics").await, (200, json!({"metered": {"topics": [topic]}})));
     assert_eq!(host.call(Method::PUT, "/connectors/metered/topics/reset", None).await, (202, Value::Null));
