@@ -786,8 +786,7 @@ async fn metrics_and_topics_after_records_flow() {
         assert!(text.contains(line), "{line} in:\n{text}");
     }
     assert_eq!(host.call(Method::PUT, "/connectors/metered/pause", None).await.0, 202);
-    host.wait_status("metered", "PAUSED", |s| connector_state(s) == "PAUSED" && task_states(s) == vec!["PAUSED"])
-        .await;
+    host.wait_status("metered", "PAUSED", |s| connector_state(s) == "PAUSED" && task_states(s) == vec!["PAUSED"]).await;
     let text = host.metrics().await;
     for line in [
         "spillway_connector_paused_task_count{connector=\"metered\"} 1\n",
