@@ -331,13 +331,13 @@ async fn worker_info_plugins_and_validation() {
     // A key nothing reads changes nothing: validation says so, naming the
     // key it likely stands for (Confluent's S3 sink spells it with `s3.`).
     let typo = json!({"name": "v", "topics": "t", "consumer.override.group.protocol": "classic",
-        "s3.compression.type": "gzip", "key.converter": "org.apache.kafka.connect.storage.StringConverter"});
+        "s3.compression.type": "gzip", "errors.log.enable": "true"});
     let (status, infos) = host.call(Method::PUT, "/connector-plugins/s3-sink/config/validate", Some(typo)).await;
     assert_eq!(status, 200, "{infos}");
     let warnings: Vec<&str> = infos["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     assert!(
-        warnings[0].starts_with("key.converter: neither the host nor plugin s3-sink reads this key"),
+        warnings[0].starts_with("errors.log.enable: neither the host nor plugin s3-sink reads this key"),
         "{warnings:#?}"
     );
     assert!(warnings[1].ends_with("did you mean compression.type?"), "{warnings:#?}");

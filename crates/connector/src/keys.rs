@@ -93,6 +93,7 @@ pub fn connector_keys() -> &'static ConfigDef {
                     })),
                 ],
             )
+            .group("Converters", converter_keys())
             .group(
                 "Consumer",
                 [
@@ -347,6 +348,58 @@ fn secret_override_keys() -> Vec<KeyDef> {
 pub(super) const REFRESH_KEY: &str = "consumer.override.topic.metadata.refresh.interval.ms";
 
 /// A plugin digest as the registry shows them: `sha256:` and 64 hex digits.
+/// Connect's converters whose output Spillway reads as it is: a plugin
+/// gets a record's key and value as the bytes on the topic, and the SDK
+/// reads JSON with or without Connect's schema envelope.
+const READ_AS_IS: [&str; 3] = [
+    "org.apache.kafka.connect.json.JsonConverter",
+    "org.apache.kafka.connect.storage.StringConverter",
+    "org.apache.kafka.connect.converters.ByteArrayConverter",
+];
+
+/// Connect's `key.converter`, `value.converter` and `header.converter`,
+/// with JsonConverter's `schemas.enable`: the converters Spillway reads as
+/// they are, and a refusal that says why for those it does not read yet.
+fn converter_keys() -> Vec<KeyDef> {
+    let converter = |role: &str, also: &'static [&'static str]| {
+        let allowed: Vec<&'static str> = READ_AS_IS.iter().chain(also).copied().collect();
+        let description = allowed.iter().map(|c| c.rsplit('.').next().unwrap_or(c)).collect::<Vec<_>>().join(", ");
+        let doc = format!(
+            "Kafka Connect's {role} converter, named as in Connect. Spillway hands the plugin a record's {role} as the \
+             bytes on the topic and its SDK reads JSON with or without Connect's schema envelope, so Connect's \
+             {description} need no conversion and are accepted; Avro, Protobuf and JSON Schema in Confluent's wire \
+             format (a Schema Registry) are refused until Spillway reads them. Unset: as Connect's default, bytes as \
+             they are."
+        );
+        KeyDef::new(&format!("{role}.converter"), Type::String, Importance::Low, &doc).with_validator(Validator::new(
+            format!("{description} (their Connect class names)"),
+            move |value| match value {
+                Value::String(class) if class.trim().is_empty() || allowed.contains(&class.trim()) => Ok(()),
+                Value::String(class) if ["Avro", "Protobuf", "JsonSchema"].iter().any(|f| class.contains(f)) => {
+                    Err("records in Confluent's wire format need a Schema Registry, which Spillway does not read yet: \
+                     write JSON, strings or bytes to the topic"
+                        .into())
+                }
+                _ => Err(format!("not a converter Spillway reads; one of {}", allowed.join(", "))),
+            },
+        ))
+    };
+    let schemas = |role: &str| {
+        let doc = format!(
+            "JsonConverter's schemas.enable for the {role}: accepted either way, as the SDK reads JSON with or \
+             without Connect's {{\"schema\", \"payload\"}} envelope."
+        );
+        KeyDef::new(&format!("{role}.converter.schemas.enable"), Type::Boolean, Importance::Low, &doc)
+    };
+    vec![
+        converter("key", &[]),
+        schemas("key"),
+        converter("value", &[]),
+        schemas("value"),
+        converter("header", &["org.apache.kafka.connect.storage.SimpleHeaderConverter"]),
+    ]
+}
+
 fn check_digest(digest: &str) -> Result<(), String> {
     match digest.trim().strip_prefix("sha256:") {
         Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),

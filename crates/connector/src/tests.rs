@@ -376,3 +376,26 @@ fn grant_credentials_are_secret_and_nothing_else_is() {
 fn readme_documents_the_table() {
     spillway_config::assert_readme_documents(connector_keys(), "connector-keys", "config-keys");
 }
+
+/// Connect's converters whose output the SDK reads as it is are accepted by
+/// their class names; those of Confluent's wire format are refused, saying
+/// why, rather than let Avro bytes reach a sink that reads JSON.
+#[test]
+fn converters_spillway_reads_as_they_are_pass_and_the_schema_registrys_are_refused() {
+    let json = "org.apache.kafka.connect.json.JsonConverter";
+    let ok = config(&[
+        ("key.converter", "org.apache.kafka.connect.storage.StringConverter"),
+        ("value.converter", json),
+        ("value.converter.schemas.enable", "false"),
+        ("header.converter", "org.apache.kafka.connect.storage.SimpleHeaderConverter"),
+    ]);
+    assert!(ConnectorConfig::parse(&ok, &Default::default()).is_ok());
+    let problems = problems_of(&config(&[
+        ("value.converter", "io.confluent.connect.avro.AvroConverter"),
+        ("key.converter", "com.example.MyConverter"),
+    ]));
+    let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["key.converter", "value.converter"], "{problems:#?}");
+    assert!(problems[0].1.contains("not a converter Spillway reads"), "{problems:#?}");
+    assert!(problems[1].1.contains("Schema Registry"), "{problems:#?}");
+}
