@@ -93,7 +93,8 @@ pub fn connector_keys() -> &'static ConfigDef {
                     })),
                 ],
             )
-            .group("Converters", converter_keys())
+            // Connect lists its converters among its Common keys.
+            .group("Common", converter_keys())
             .group(
                 "Consumer",
                 [
