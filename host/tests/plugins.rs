@@ -75,7 +75,8 @@ fn lines(dir: &Path, name: &str) -> Vec<Line> {
     let mut lines = Vec::new();
     for task in 0..8 {
         let Ok(text) = std::fs::read_to_string(data_dir(dir).join(format!("{name}-keys-{task}.txt"))) else { continue };
-        for line in text.lines() {
+        // A line still being appended (no newline yet) is read next time.
+        for line in text.split_inclusive('\n').filter_map(|l| l.strip_suffix('\n')) {
             let fields: Vec<&str> = line.split('\t').collect();
             assert_eq!(fields.len(), 3, "key<TAB>delivery<TAB>version: {line:?}");
             lines.push(Line {
