@@ -127,6 +127,21 @@ impl<'a> ConfigReader<'a> {
         }
     }
 
+    /// Which of `key` and `alias` (another product's name for it, as
+    /// Confluent's `s3.compression.type` for `compression.type`) to read:
+    /// the alias when only it is given. Both given is an error on the alias.
+    pub fn key_or_alias<'k>(&mut self, key: &'k str, alias: &'k str) -> &'k str {
+        let given = |k: &str| self.config.get(k).is_some_and(|v| !v.trim().is_empty());
+        match (given(key), given(alias)) {
+            (false, true) => alias,
+            (true, true) => {
+                self.error(alias, format!("{alias} is another name for {key}: give one of them"));
+                key
+            }
+            _ => key,
+        }
+    }
+
     /// Records a problem with `key`.
     pub fn error(&mut self, key: &str, message: impl Into<String>) {
         self.errors.push(ConfigError { key: key.into(), message: message.into() });

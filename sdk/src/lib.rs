@@ -78,6 +78,7 @@ pub mod __private {
         });
     }
     pub use crate::__private::bindings::export;
+    pub use crate::__private::bindings::exports::spillway::connect::names::Guest as NamesGuest;
     pub use crate::__private::bindings::exports::spillway::connector::plugin::Guest as PluginGuest;
     pub use crate::__private::bindings::exports::spillway::connector::sink_task::Guest as SinkTaskGuest;
     pub use wit_bindgen;
@@ -128,6 +129,7 @@ pub mod __private {
     }
 }
 
+pub use __private::bindings::exports::spillway::connect::names::{ConnectNames, GrantSource};
 pub use __private::bindings::spillway::connector::types::{
     ConfigError, ConfigKey, ConfigType, Importance, PluginMetadata,
 };
@@ -167,6 +169,50 @@ pub trait Sink: Sized + 'static {
     }
 
     fn stop(&mut self) {}
+
+    /// The Kafka Connect connector classes this plugin runs the configs of,
+    /// and the Connect keys from which the host derives its grants
+    /// (`spillway:connect`). None by default: the plugin answers to its own
+    /// name only.
+    fn connect_names() -> ConnectNames {
+        ConnectNames::default()
+    }
+}
+
+// The type is generated, so its Default cannot be derived.
+#[allow(clippy::derivable_impls)]
+impl Default for ConnectNames {
+    fn default() -> Self {
+        ConnectNames { classes: Vec::new(), grant_sources: Vec::new(), worker_cluster_keys: Vec::new() }
+    }
+}
+
+impl ConnectNames {
+    /// Answers to Connect's connector `class` (and its short forms).
+    pub fn class(mut self, class: &str) -> Self {
+        self.classes.push(class.into());
+        self
+    }
+
+    /// Derives `plugin.grant.<capability>.<grant>.<setting>` from the Connect
+    /// key `connect_key`, its value put where `template` says `{}`.
+    pub fn grant(mut self, connect_key: &str, capability: &str, grant: &str, setting: &str, template: &str) -> Self {
+        self.grant_sources.push(GrantSource {
+            connect_key: connect_key.into(),
+            capability: capability.into(),
+            grant: grant.into(),
+            setting: setting.into(),
+            template: template.into(),
+        });
+        self
+    }
+
+    /// A Connect key naming the cluster consumed from: accepted only where it
+    /// names the worker's own.
+    pub fn worker_cluster_key(mut self, connect_key: &str) -> Self {
+        self.worker_cluster_keys.push(connect_key.into());
+        self
+    }
 }
 
 impl PluginMetadata {
@@ -233,6 +279,12 @@ macro_rules! export_sink {
                     config: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
                 ) -> ::std::vec::Vec<$crate::ConfigError> {
                     $crate::__private::validate::<$sink>(config)
+                }
+            }
+
+            impl $crate::__private::NamesGuest for Export {
+                fn names() -> $crate::ConnectNames {
+                    <$sink as $crate::Sink>::connect_names()
                 }
             }
 

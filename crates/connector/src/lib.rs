@@ -5,8 +5,10 @@
 //!
 //! [`keys`] is the table of every key the host reads, [`parse`] turns a
 //! config into a [`ConnectorConfig`], [`topics_regex`] checks `topics.regex`,
-//! [`VersionRange`] reads `connector.plugin.version`.
+//! [`VersionRange`] reads `connector.plugin.version`, [`InstalledNames`]
+//! brings a config written for Kafka Connect to Spillway's keys.
 
+mod connect_names;
 mod keys;
 mod parse;
 #[cfg(test)]
@@ -14,6 +16,7 @@ mod tests;
 mod topics_regex;
 mod version_range;
 
+pub use connect_names::{DerivedKey, InstalledNames, answers_to, connect_keys};
 pub use keys::{SHARE_GROUP_CONFIGS, connector_keys};
 pub use parse::check_key_count;
 pub use spillway_config::Problem as ConfigProblem;
@@ -80,9 +83,12 @@ pub struct ConnectorConfig {
     pub grants: Grants,
     /// The worker's own topics, which its kafka grants may not write.
     pub worker_topics: Vec<String>,
-    /// The configuration as the user gave it, placeholders resolved: what
-    /// the plugin is given (but for the host's secrets).
+    /// The configuration as the user gave it, placeholders resolved and
+    /// Connect's keys for targets turned into grants: what the plugin is
+    /// given (but for the host's secrets).
     pub raw: BTreeMap<String, String>,
+    /// The grant settings derived from Connect's keys.
+    pub derived: Vec<DerivedKey>,
 }
 
 /// Which installed build of its plugin a connector runs: the newest that
@@ -132,6 +138,11 @@ pub struct WorkerDefaults {
     pub providers: ConfigProviders,
     /// The worker's settings for its clients (security included).
     pub clients: ClientSettings,
+    /// The worker's own cluster (`bootstrap.servers`), which a Connect key
+    /// naming the consumed cluster must name.
+    pub cluster: String,
+    /// The Connect names the installed plugins answer to.
+    pub connect_names: InstalledNames,
 }
 
 impl Default for WorkerDefaults {
@@ -141,6 +152,8 @@ impl Default for WorkerDefaults {
             policy: GrantPolicy::default(),
             providers: ConfigProviders::default(),
             clients: ClientSettings::default(),
+            cluster: String::new(),
+            connect_names: InstalledNames::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! every key checked against the table, the grants against the worker's
 //! policy, and every problem reported with no secret in its message.
 
+use super::connect_names;
 use super::keys::{REFRESH_KEY, SHARE_GROUP_CONFIGS};
 use super::*;
 use regex::Regex;
@@ -28,11 +29,20 @@ impl ConnectorConfig {
     /// resolved nor a PASSWORD key's.
     pub fn parse(raw: &BTreeMap<String, String>, worker: &WorkerDefaults) -> Result<Self, Vec<ConfigProblem>> {
         check_key_count(raw, worker).map_err(|message| vec![ConfigProblem { key: "name".into(), message }])?;
-        let (resolved, unresolved) = worker.providers.resolve(raw);
-        Self::parse_resolved(&resolved, unresolved, worker).map_err(|problems| {
-            let secrets = secret_values(raw, &resolved);
-            problems.into_iter().map(|p| hide_secrets(p, &secrets)).collect()
-        })
+        let (resolved, mut unresolved) = worker.providers.resolve(raw);
+        // A config written for Connect: its class names the plugin, and its
+        // keys for targets give grants (as written, to tell secrets apart).
+        let class = raw.get("connector.class").map(|c| c.trim()).unwrap_or_default();
+        let (plugin, names) =
+            worker.connect_names.lookup(class).unwrap_or_else(|| (class.to_string(), Default::default()));
+        let given = connect_names::derive(raw, &names, &worker.cluster).config;
+        let mut derived = connect_names::derive(&resolved, &names, &worker.cluster);
+        unresolved.append(&mut derived.problems);
+        let parsed = Self::parse_resolved(&derived.config, unresolved, worker).map_err(|problems| {
+            let secrets = secret_values(&given, &derived.config);
+            problems.into_iter().map(|p| derived.blame(hide_secrets(p, &secrets))).collect::<Vec<_>>()
+        })?;
+        Ok(ConnectorConfig { plugin, derived: derived.keys, ..parsed })
     }
 
     fn parse_resolved(
@@ -219,6 +229,7 @@ impl ConnectorConfig {
             grants,
             worker_topics: worker.policy.worker_topics().to_vec(),
             raw: raw.clone(),
+            derived: Vec::new(),
         };
         problems.extend(client_problems);
         if problems.is_empty() { Ok(config) } else { Err(problems) }

@@ -55,6 +55,16 @@ pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result
              {CONTRACT_PACKAGE}@{CONTRACT_VERSION}: rebuild it with a matching spillway-sdk"
         );
     }
+    let connect = super::bindings::connect::EXPORT;
+    let (connect_interface, connect_version) = connect.split_once('@').expect("a versioned name");
+    if let Some(theirs) = exports.iter().find_map(|name| versioned(name, connect_interface))
+        && !compatible(theirs, connect_version)
+    {
+        bail!(
+            "plugin exports {connect_interface}@{theirs}, but this host speaks {connect}: rebuild it with a matching \
+             spillway-sdk"
+        );
+    }
     for (name, _) in ty.imports(engine) {
         if name.starts_with("wasi:") {
             // Always linked; the WASI context holds only what was granted.

@@ -59,6 +59,8 @@ impl std::error::Error for PluginError {}
 pub struct PluginInstance {
     store: Store<PluginState>,
     bindings: bindings::Sink,
+    /// Its `spillway:connect/names` export, if it has one.
+    connect: Option<bindings::connect::Provider>,
     limits: Limits,
     /// While set, a call still running when it is cancelled is dropped: a
     /// task that stops does not wait out a stuck `put()`.
@@ -92,11 +94,15 @@ impl PluginInstance {
         store.epoch_deadline_callback(|_| Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))));
         store.set_epoch_deadline(1);
         // Instantiation runs the plugin's start-up code: bound it as a call.
-        let bindings =
-            tokio::time::timeout(limits.call_timeout, bindings::Sink::instantiate_async(&mut store, component, linker))
-                .await
-                .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
-        Ok(PluginInstance { store, bindings, limits: limits.clone(), interrupt_on: None, poisoned: false })
+        let instance = tokio::time::timeout(limits.call_timeout, linker.instantiate_async(&mut store, component))
+            .await
+            .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
+        let bindings = bindings::Sink::new(&mut store, &instance)?;
+        let connect = match component.get_export_index(None, bindings::connect::EXPORT) {
+            Some(_) => Some(bindings::connect::Provider::new(&mut store, &instance)?),
+            None => None,
+        };
+        Ok(PluginInstance { store, bindings, connect, limits: limits.clone(), interrupt_on: None, poisoned: false })
     }
 
     /// Calls after `token` is cancelled end at once as `Interrupted` (or at
@@ -120,6 +126,16 @@ impl PluginInstance {
     pub async fn metadata(&mut self) -> Result<PluginMetadata, PluginError> {
         let (bindings, store, guard) = self.begin()?;
         let ended = guard.run(bindings.spillway_connector_plugin().call_metadata(store)).await;
+        self.finish(ended)
+    }
+
+    /// The Kafka Connect names the plugin answers to: none if it does not
+    /// export `spillway:connect/names`.
+    pub async fn connect_names(&mut self) -> Result<bindings::connect::ConnectNames, PluginError> {
+        let Some(connect) = self.connect.take() else { return Ok(Default::default()) };
+        let (_, store, guard) = self.begin()?;
+        let ended = guard.run(connect.spillway_connect_names().call_names(&mut *store)).await;
+        self.connect = Some(connect);
         self.finish(ended)
     }
 

@@ -44,9 +44,24 @@ pub mod bindings {
         },
     });
     pub use self::spillway::connector::types::*;
+
+    /// `spillway:connect`, which a plugin may export beside the contract:
+    /// the Kafka Connect names it answers to.
+    pub mod connect {
+        wasmtime::component::bindgen!({
+            path: "../../wit",
+            world: "spillway:connect/provider",
+            exports: { default: async },
+            additional_derives: [PartialEq, Default],
+        });
+        pub use self::exports::spillway::connect::names::{ConnectNames, GrantSource};
+        /// The export's name, as a component carries it.
+        pub const EXPORT: &str = "spillway:connect/names@0.1.0";
+    }
 }
 
 use bindings::PluginMetadata;
+pub use bindings::connect::{ConnectNames, GrantSource};
 
 /// How often the epoch advances: how often running wasm yields, and so the
 /// granularity of per-call deadlines and stops.
@@ -69,6 +84,8 @@ struct Inner {
 pub struct Plugin {
     pub digest: String,
     pub metadata: PluginMetadata,
+    /// The Kafka Connect names it answers to; empty if it exports none.
+    pub connect: ConnectNames,
     component: Component,
 }
 
@@ -114,10 +131,12 @@ impl Runtime {
         let metadata = async {
             let mut probe =
                 self.probe(&component, "plugin-probe").await.context("instantiating plugin to read its metadata")?;
-            probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))
+            let metadata = probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))?;
+            let connect = probe.connect_names().await.map_err(|e| anyhow!("reading plugin's Connect names: {e}"))?;
+            anyhow::Ok((metadata, connect))
         };
         match metadata.await {
-            Ok(metadata) => Ok(Plugin { digest, metadata, component }),
+            Ok((metadata, connect)) => Ok(Plugin { digest, metadata, connect, component }),
             Err(e) => {
                 self.forget(&digest);
                 Err(e)

@@ -382,7 +382,13 @@ mod tests {
         };
         let status = ConnectorStateInfo {
             name: "c".into(),
-            connector: InstanceState { state: State::Running, worker_id: "w:8083".into(), trace: None, version: None },
+            connector: InstanceState {
+                state: State::Running,
+                worker_id: "w:8083".into(),
+                trace: None,
+                version: None,
+                derived_grants: Vec::new(),
+            },
             tasks: vec![task(0, State::Running, None), task(1, State::Failed, Some("boom\nat line 2"))],
             kind: "sink".into(),
             lag: None,

@@ -6,7 +6,7 @@
 //! else runs the newest.
 
 use super::types::PluginInfo;
-use crate::connector::PluginPick;
+use crate::connector::{InstalledNames, PluginPick, answers_to};
 use crate::runtime::{Plugin, Runtime};
 use semver::Version;
 use std::collections::BTreeMap;
@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 pub struct PluginRegistry {
     /// Each name's versions, oldest first.
     plugins: BTreeMap<String, BTreeMap<Version, Installed>>,
+    /// The Connect names each plugin's newest build answers to, published
+    /// for config parsing; this registry is their one writer.
+    connect_names: InstalledNames,
 }
 
 #[derive(Clone)]
@@ -39,8 +42,8 @@ pub struct ScanReport {
 impl PluginRegistry {
     /// Loads every `*.wasm` in `dir`. A plugin that fails to load is logged
     /// and left out; it does not keep the others from serving.
-    pub async fn scan(runtime: &Runtime, dir: &Path) -> Self {
-        let mut registry = PluginRegistry::default();
+    pub async fn scan(runtime: &Runtime, dir: &Path, connect_names: InstalledNames) -> Self {
+        let mut registry = PluginRegistry { plugins: BTreeMap::new(), connect_names };
         registry.apply(load_dir(runtime, dir).await);
         registry
     }
@@ -66,7 +69,8 @@ impl PluginRegistry {
                 }
             }
         }
-        for versions in self.plugins.values_mut() {
+        for (name, versions) in self.plugins.iter_mut() {
+            let count = versions.len();
             versions.retain(|version, installed| {
                 let keep = seen.contains(&installed.plugin.digest);
                 if !keep {
@@ -76,6 +80,9 @@ impl PluginRegistry {
                 }
                 keep
             });
+            if versions.len() != count {
+                publish(&self.connect_names, name, versions);
+            }
         }
         self.plugins.retain(|_, versions| !versions.is_empty());
         report
@@ -105,6 +112,7 @@ impl PluginRegistry {
         }
         tracing::info!(plugin = name, %version, digest = plugin.digest, path = %path.display(), "plugin installed");
         versions.insert(version.clone(), Installed { plugin, path: path.to_path_buf() });
+        publish(&self.connect_names, &name, versions);
         Ok(Some(format!("{name}@{version}")))
     }
 
@@ -113,7 +121,15 @@ impl PluginRegistry {
     /// error says what is installed instead.
     pub fn resolve(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
         let (version, digest) = (pick.version.as_ref(), pick.digest.as_deref());
-        let versions = self.plugins.get(name).ok_or_else(|| Refusal {
+        // A Connect class name stands for the plugin whose newest build
+        // answers to it.
+        let versions = self.plugins.get(name).or_else(|| {
+            let answers = |v: &&BTreeMap<Version, Installed>| {
+                v.values().next_back().is_some_and(|newest| answers_to(&newest.plugin.connect, name))
+            };
+            self.plugins.values().find(answers)
+        });
+        let versions = versions.ok_or_else(|| Refusal {
             key: "connector.class",
             message: format!("Failed to find any installed plugin named '{name}'"),
         })?;
@@ -175,6 +191,14 @@ pub fn plugin_info(p: &Plugin) -> PluginInfo {
         kind: "sink".into(),
         version: p.metadata.version.clone(),
         digest: p.digest.clone(),
+    }
+}
+
+/// Publishes what the newest of `versions` answers to under `name`.
+fn publish(names: &InstalledNames, name: &str, versions: &BTreeMap<Version, Installed>) {
+    match versions.values().next_back() {
+        Some(newest) => names.set(name, &newest.plugin.connect),
+        None => names.remove(name),
     }
 }
 

@@ -67,6 +67,10 @@ pub struct InstanceState {
     /// The plugin's version, as Connect 4 reports it (KIP-891).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Spillway's own: the grant settings its config's Connect keys gave
+    /// (`s3.bucket.name` gives `plugin.grant.object-store.s3.url`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived_grants: Vec<crate::connector::DerivedKey>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

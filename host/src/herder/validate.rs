@@ -5,8 +5,9 @@
 
 use super::plugins::Refusal;
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
+use crate::capabilities::GRANT_PREFIX;
 use crate::config::KeyDef;
-use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connector_keys};
+use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connect_keys, connector_keys};
 use crate::policy::RequestBounds;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
@@ -90,8 +91,8 @@ pub async fn validate(
         }
     };
     let mut keys = host_key_infos();
-    match plugin {
-        Err(Refusal { key, message }) => errors.entry(key.into()).or_default().push(message),
+    match &plugin {
+        Err(Refusal { key, message }) => errors.entry(key.to_string()).or_default().push(message.clone()),
         Ok(plugin) => {
             // The plugin checks the config as given, as Connect's connectors
             // do: what a provider resolves is a secret of the host's, so a
@@ -113,7 +114,7 @@ pub async fn validate(
             }
         }
     }
-    config_infos(plugin_name, keys, config, errors, warnings)
+    config_infos(plugin_name, keys, config, errors, warnings, plugin.ok())
 }
 
 /// The answer: each defined key with its value and errors, then every other
@@ -124,13 +125,13 @@ fn config_infos(
     config: &ConfigMap,
     mut errors: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,
+    plugin: Option<&Plugin>,
 ) -> ConfigInfos {
     let mut configs: Vec<ConfigInfo> = keys
         .into_iter()
         .map(|definition| {
             // As Connect: an unset key's value is its default.
-            let value = shown_value(config, &definition.name, definition.kind == "PASSWORD")
-                .or_else(|| definition.default_value.clone());
+            let value = shown_value(config, &definition.name, plugin).or_else(|| definition.default_value.clone());
             let errors = errors.remove(&definition.name).unwrap_or_default();
             config_info(definition, value, errors)
         })
@@ -154,7 +155,7 @@ fn config_infos(
                 order: 0,
             },
         };
-        configs.push(config_info(definition, shown_value(config, &name, false), errs));
+        configs.push(config_info(definition, shown_value(config, &name, plugin), errs));
     }
     let mut groups: Vec<String> = connector_keys().groups().into_iter().map(String::from).collect();
     groups.push("Plugin".into());
@@ -167,19 +168,26 @@ fn config_infos(
     }
 }
 
-/// `key`'s value as validation shows it: `[hidden]` for a secret, whether
-/// the host's table says so or the plugin declares a PASSWORD.
-fn shown_value(config: &ConfigMap, key: &str, plugin_password: bool) -> Option<String> {
-    let secret = plugin_password || connector_keys().is_secret(key);
-    config.get(key).map(|v| if secret { HIDDEN.into() } else { v.clone() })
+/// `key`'s value as validation shows it: `[hidden]` for a secret (see
+/// [`is_secret`]).
+fn shown_value(config: &ConfigMap, key: &str, plugin: Option<&Plugin>) -> Option<String> {
+    config.get(key).map(|v| if is_secret(plugin, key) { HIDDEN.into() } else { v.clone() })
 }
 
 pub use crate::config::HIDDEN;
 
-/// A secret key: the host's table says so, or `plugin` declares a PASSWORD.
+/// A secret key: the host's table says so, `plugin` declares a PASSWORD, or
+/// it is a Connect key from which a grant's secret is derived
+/// (`connection.password`).
 pub fn is_secret(plugin: Option<&Plugin>, key: &str) -> bool {
+    let Some(plugin) = plugin else { return connector_keys().is_secret(key) };
+    let derives_secret = |s: &crate::runtime::GrantSource| {
+        s.connect_key == key
+            && connector_keys().is_secret(&format!("{GRANT_PREFIX}{}.{}.{}", s.capability, s.grant, s.setting))
+    };
     connector_keys().is_secret(key)
-        || plugin.is_some_and(|p| p.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password))
+        || plugin.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password)
+        || plugin.connect.grant_sources.iter().any(derives_secret)
 }
 
 /// `config` as the REST API shows it: each secret value `[hidden]`, as
@@ -241,7 +249,8 @@ pub fn warnings(config: &ConnectorConfig) -> Vec<String> {
 /// `s3.compression.type` for the sink's `compression.type`) would change
 /// nothing in silence. It names the nearest key that is read.
 fn ignored_keys(config: &ConfigMap, plugin: &Plugin) -> Vec<String> {
-    let declared: Vec<&str> = plugin.metadata.config.iter().map(|k| k.name.as_str()).collect();
+    let mut declared: Vec<&str> = plugin.metadata.config.iter().map(|k| k.name.as_str()).collect();
+    declared.extend(connect_keys(&plugin.connect));
     let host = connector_keys().keys().iter().filter(|k| !k.is_pattern()).map(|k| k.name());
     let known: Vec<&str> = host.chain(declared.iter().copied()).collect();
     let plugin_name = &plugin.metadata.name;
@@ -301,7 +310,11 @@ async fn plugin_validate(
     config: &ConfigMap,
     bounds: &RequestBounds,
 ) -> Vec<(String, String)> {
-    let pairs: Vec<(String, String)> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    // What a task's plugin is given: no host secret, no key the host keeps
+    // (a grant derived from a Connect key).
+    let hosts = |key: &str| connector_keys().is_secret(key) || connect_keys(&plugin.connect).any(|k| k == key);
+    let pairs: Vec<(String, String)> =
+        config.iter().filter(|(k, _)| !hosts(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     // Waiting for a turn is not the plugin's time. Declared first, the turn
     // is given back last, after the probe is gone. The semaphore is never closed.
     let _turn = validations.acquire().await.expect("the validations semaphore is never closed");
@@ -396,7 +409,7 @@ mod tests {
             ("plugin.grant.fs.logs.path".to_string(), vec!["refused".to_string()]),
         ]
         .into();
-        let infos = config_infos("p", keys, &config, errors, Vec::new());
+        let infos = config_infos("p", keys, &config, errors, Vec::new(), None);
         let text = serde_json::to_string(&infos).unwrap();
         assert!(!text.contains("pw-4a1f") && !text.contains("tk-9c3e"), "{text}");
         assert!(text.contains("/visible"), "{text}");

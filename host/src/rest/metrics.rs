@@ -279,8 +279,13 @@ mod tests {
     #[test]
     fn renders_connector_and_task_states_of_this_worker() {
         use crate::herder::{InstanceState, TaskState};
-        let instance =
-            |state, worker: &str| InstanceState { state, worker_id: worker.into(), trace: None, version: None };
+        let instance = |state, worker: &str| InstanceState {
+            state,
+            worker_id: worker.into(),
+            trace: None,
+            version: None,
+            derived_grants: Vec::new(),
+        };
         let task = |id: u32, state: RunState, worker: &str| -> TaskState {
             serde_json::from_value(serde_json::json!({"id": id, "state": state, "worker_id": worker})).unwrap()
         };

@@ -21,7 +21,9 @@ use checkpoint::Checkpoints;
 use cluster::{GrantedSource, GrantedTarget, Source, Target};
 use config::Settings;
 use spillway_sdk::kafka::{Cluster, Delivery, Header, OutputRecord};
-use spillway_sdk::{Config, ConfigError, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError};
+use spillway_sdk::{
+    Config, ConfigError, ConnectNames, Outcome, PluginMetadata, PutReport, Sink, SinkRecord, TaskError,
+};
 use topics::Topics;
 
 /// The task's monotonic clock, in milliseconds (injectable for tests).
@@ -56,6 +58,20 @@ impl Sink for Mirror {
             ),
             PluginMetadata::key,
         )
+    }
+
+    /// MirrorMaker 2's source connector: its class, and the target cluster's
+    /// keys, which become the Kafka grant `target` (the default
+    /// `target.grant`). The mirror consumes through its worker, so a source
+    /// cluster named must be the worker's own.
+    fn connect_names() -> ConnectNames {
+        let grant = |names: ConnectNames, key: &str, setting: &str| names.grant(key, "kafka", "target", setting, "{}");
+        let names = ConnectNames::default()
+            .class("org.apache.kafka.connect.mirror.MirrorSourceConnector")
+            .worker_cluster_key("source.cluster.bootstrap.servers");
+        let names = grant(names, "target.cluster.bootstrap.servers", "bootstrap.servers");
+        let names = grant(names, "target.cluster.security.protocol", "security.protocol");
+        grant(names, "target.cluster.sasl.mechanism", "sasl.mechanism")
     }
 
     fn validate(config: &Config) -> Vec<ConfigError> {

@@ -50,6 +50,25 @@ pub fn keys() -> Vec<ConfigKey> {
              sink.",
         ),
         k(
+            "s3.compression.type",
+            String,
+            "",
+            "Confluent's name for compression.type, accepted in its place (not both).",
+        ),
+        k(
+            "storage.class",
+            String,
+            "io.confluent.connect.s3.storage.S3Storage",
+            "Confluent's storage class: io.confluent.connect.s3.storage.S3Storage, the only one.",
+        ),
+        k(
+            "schema.compatibility",
+            String,
+            "NONE",
+            "Confluent's schema compatibility: NONE only. Objects are not rotated when a record's schema \
+             changes (Confluent's BACKWARD, FORWARD and FULL rotate Avro and Parquet objects on a schema change).",
+        ),
+        k(
             "parquet.codec",
             String,
             "snappy",
@@ -284,8 +303,13 @@ impl Settings {
                 Vec::new()
             }
         };
+        let compression_key = r.key_or_alias("compression.type", "s3.compression.type");
         let compression = [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Zstd]
-            [r.choice("compression.type", &[&["none"], &["gzip"], &["snappy"], &["zstd"]])];
+            [r.choice(compression_key, &[&["none"], &["gzip"], &["snappy"], &["zstd"]])];
+        // Confluent's sink has one storage, and JSON objects carry no schema
+        // to be compatible with; other values would change nothing here.
+        r.choice("storage.class", &[&["io.confluent.connect.s3.storage.S3Storage"]]);
+        r.choice("schema.compatibility", &[&["NONE"]]);
         let parquet_codec = [ParquetCodec::None, ParquetCodec::Snappy, ParquetCodec::Gzip]
             [r.choice("parquet.codec", &[&["none", "uncompressed"], &["snappy"], &["gzip"]])];
 

@@ -22,7 +22,8 @@ use serde_json::Value as Json;
 use spillway_sdk::data::{Data, Decoded, Field, Schema, Type, envelope, read_json};
 use spillway_sdk::object_store::Bucket;
 use spillway_sdk::{
-    Config, ConfigError, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError,
+    Config, ConfigError, ConnectNames, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord,
+    TaskError,
 };
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
@@ -87,6 +88,22 @@ impl Sink for S3Sink {
             ),
             PluginMetadata::key,
         )
+    }
+
+    /// Confluent's S3 sink: its class, and the keys of its bucket and
+    /// credentials, which become the object-store grant `s3` (the default
+    /// `s3.grant`), the whole bucket (Confluent writes under `topics.dir`
+    /// at the bucket's root, as this sink does).
+    fn connect_names() -> ConnectNames {
+        let grant = |names: ConnectNames, key: &str, setting: &str, template: &str| {
+            names.grant(key, "object-store", "s3", setting, template)
+        };
+        let names = ConnectNames::default().class("io.confluent.connect.s3.S3SinkConnector");
+        let names = grant(names, "s3.bucket.name", "url", "s3://{}");
+        let names = grant(names, "s3.region", "region", "{}");
+        let names = grant(names, "store.url", "endpoint", "{}");
+        let names = grant(names, "aws.access.key.id", "access.key.id", "{}");
+        grant(names, "aws.secret.access.key", "secret.access.key", "{}")
     }
 
     fn validate(config: &Config) -> Vec<ConfigError> {

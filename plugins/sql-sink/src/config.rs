@@ -78,6 +78,14 @@ pub fn keys() -> Vec<ConfigKey> {
             "Add a nullable column (ALTER TABLE ... ADD COLUMN) for a field the table lacks. Off: such a field \
              fails the task.",
         ),
+        k("primary.key.mode", String, "", "Debezium's name for pk.mode, accepted in its place (not both)."),
+        k("primary.key.fields", List, "", "Debezium's name for pk.fields, accepted in its place (not both)."),
+        k(
+            "schema.evolution",
+            String,
+            "",
+            "Debezium's key: basic sets auto.create and auto.evolve, none neither; give it or those two.",
+        ),
         k(
             "batch.size",
             Int,
@@ -151,13 +159,27 @@ impl Settings {
         let table_format = r.string("table.name.format").trim().to_string();
         let insert_mode = [InsertMode::Insert, InsertMode::Upsert, InsertMode::Update]
             [r.choice("insert.mode", &[&["insert"], &["upsert"], &["update"]])];
+        // Debezium's JDBC sink names these primary.key.mode and .fields.
+        let pk_mode_key = r.key_or_alias("pk.mode", "primary.key.mode");
         let pk_mode = [PkMode::None, PkMode::Kafka, PkMode::RecordKey, PkMode::RecordValue]
-            [r.choice("pk.mode", &[&["none"], &["kafka"], &["record_key"], &["record_value"]])];
-        let pk_fields = r.list("pk.fields");
+            [r.choice(pk_mode_key, &[&["none"], &["kafka"], &["record_key"], &["record_value"]])];
+        let pk_fields_key = r.key_or_alias("pk.fields", "primary.key.fields");
+        let pk_fields = r.list(pk_fields_key);
         let whitelist = r.list("fields.whitelist");
         let delete_enabled = r.boolean("delete.enabled");
-        let auto_create = r.boolean("auto.create");
-        let auto_evolve = r.boolean("auto.evolve");
+        let mut auto_create = r.boolean("auto.create");
+        let mut auto_evolve = r.boolean("auto.evolve");
+        // Debezium's one key for both: basic creates and evolves tables.
+        if let Some(evolution) = r.optional("schema.evolution") {
+            let basic = r.choice("schema.evolution", &[&["none"], &["basic"]]) == 1;
+            if ["auto.create", "auto.evolve"].iter().any(|k| config.get(k).is_some()) {
+                r.error(
+                    "schema.evolution",
+                    format!("'{evolution}' sets auto.create and auto.evolve: give one or the other"),
+                );
+            }
+            (auto_create, auto_evolve) = (basic, basic);
+        }
         let raw = r.string("batch.size");
         let batch_size = match raw.trim().parse::<i64>() {
             Ok(n) if n >= 1 => n as usize,

@@ -35,7 +35,8 @@ use rows::{Cell, Op, Row};
 use spillway_sdk::data::Type;
 use spillway_sdk::sql::{Database, Dialect};
 use spillway_sdk::{
-    Config, ConfigError, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord, TaskError,
+    Config, ConfigError, ConnectNames, FlushScope, Outcome, PluginMetadata, PutReport, Settlement, Sink, SinkRecord,
+    TaskError,
 };
 use std::rc::Rc;
 use tables::{Prepared, TableInfo, Tables};
@@ -66,6 +67,22 @@ impl Sink for SqlSink {
             ),
             PluginMetadata::key,
         )
+    }
+
+    /// Confluent's and Debezium's JDBC sinks: their classes, and the keys of
+    /// the database and its user, which become the SQL grant `db` (the
+    /// default `sql.grant`); a JDBC URL is read as the database's own.
+    /// Confluent's `max.retries` is the grant's retries.
+    fn connect_names() -> ConnectNames {
+        let grant = |names: ConnectNames, key: &str, setting: &str| names.grant(key, "sql", "db", setting, "{}");
+        let names = ConnectNames::default()
+            .class("io.confluent.connect.jdbc.JdbcSinkConnector")
+            .class("io.debezium.connector.jdbc.JdbcSinkConnector");
+        let names = grant(names, "connection.url", "url");
+        let names = grant(names, "connection.user", "user");
+        let names = grant(names, "connection.username", "user");
+        let names = grant(names, "connection.password", "password");
+        grant(names, "max.retries", "retries")
     }
 
     fn validate(config: &Config) -> Vec<ConfigError> {

@@ -29,7 +29,8 @@ pub fn setting_keys() -> Vec<KeyDef> {
             Importance::High,
             "The database: postgres://host:port/db, mysql://host:port/db (MySQL and MariaDB), or \
              sqlite:///absolute/file.db, whose directory must be granted to the connector \
-             (plugin.grant.fs.<name>.path). Without a password: that goes in password.",
+             (plugin.grant.fs.<name>.path); a JDBC URL (jdbc:postgresql://, jdbc:mysql://, \
+             jdbc:mariadb://) is read as the URL after jdbc:. Without a password: that goes in password.",
         )
         .required(),
         KeyDef::new("user", Type::String, Importance::High, "The database user; empty for the URL's own."),
@@ -85,7 +86,7 @@ impl SqlGrant {
         static SETTINGS: LazyLock<ConfigDef> = LazyLock::new(|| ConfigDef::new().group("sql", setting_keys()));
         let key = |setting: &str| format!("plugin.grant.{NAME}.{name}.{setting}");
         let values = checked_settings(&SETTINGS, NAME, name, settings)?;
-        let raw = values.string("url").trim();
+        let raw = native_url(values.string("url"));
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
         let user = non_empty(values.string("user"));
         let password = non_empty(values.password("password")).map(Password::new);
@@ -229,9 +230,18 @@ pub(super) fn check(grants: &Grants) -> Result<()> {
     Ok(())
 }
 
+/// The URL a JDBC URL (Kafka Connect's `connection.url`) holds after
+/// `jdbc:`, which is the database's own URL for PostgreSQL, MySQL and
+/// MariaDB; any other URL as it is.
+fn native_url(url: &str) -> &str {
+    let url = url.trim();
+    url.strip_prefix("jdbc:").unwrap_or(url)
+}
+
 /// A database server, or a SQLite file, whose directory the grant reaches.
 pub(super) fn reach<'a>(grant: &GrantSettings<'a>, reach: &mut Reach<'a>) {
     let Some((key, url)) = grant.get("url") else { return };
+    let url = native_url(url);
     reach.targets.push((key, spillway_policy::Target::SqlUrl(url.to_string())));
     if let Some(file) = url.strip_prefix("sqlite://")
         && let Some(dir) = std::path::Path::new(file.split('?').next().unwrap_or(file)).parent()
@@ -259,6 +269,10 @@ mod tests {
         assert_eq!(grant.policy, OpPolicy { timeout: Duration::from_millis(30_000), retries: 3 });
         assert_eq!(grant.pool_size, 2);
         assert!(!format!("{grant:?}").contains("s3cret"), "the password shows in Debug: {grant:?}");
+        let jdbc = SqlGrant::from_settings("db", &settings(&[("url", "jdbc:postgresql://127.0.0.1:5432/app")]));
+        assert!(
+            matches!(&jdbc.unwrap().target, Target::Postgres { url, .. } if url == "postgresql://127.0.0.1:5432/app")
+        );
         let maria = SqlGrant::from_settings("db", &settings(&[("url", "mariadb://127.0.0.1:3306/app")])).unwrap();
         assert!(matches!(&maria.target, Target::MySql { url, .. } if url == "mysql://127.0.0.1:3306/app"));
         let lite = SqlGrant::from_settings("db", &settings(&[("url", "sqlite:///data/app.db")])).unwrap();

@@ -69,7 +69,7 @@ impl HerderLoop {
         for topic in own_topics.into_iter().flatten() {
             defaults.policy.protect_topic(topic);
         }
-        let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir).await;
+        let plugins = PluginRegistry::scan(&runtime, &config.plugin_dir, config.defaults.connect_names.clone()).await;
         let cluster = ClusterAccess::new(config.bootstrap(), &config.defaults.clients);
         let mut store = StateStore::open(&config.state_file, config.config_topic.as_ref(), &cluster).await?;
         let mut stored = store.load()?;

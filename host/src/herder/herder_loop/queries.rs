@@ -56,13 +56,14 @@ impl HerderLoop {
         let connector = match &self.membership {
             Some(m) if !m.owned.connectors.contains(name) => {
                 let (state, worker_id, trace, version) = elsewhere(connector_key(name));
-                InstanceState { state, worker_id, trace, version }
+                InstanceState { state, worker_id, trace, version, derived_grants: Vec::new() }
             }
             _ => InstanceState {
                 state: c.state,
                 worker_id: worker_id.clone(),
                 trace: c.trace.clone(),
                 version: c.version(),
+                derived_grants: c.config.as_ref().map(|config| config.derived.clone()).unwrap_or_default(),
             },
         };
         let tasks = self

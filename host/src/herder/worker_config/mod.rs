@@ -100,6 +100,7 @@ impl WorkerConfig {
                  give bootstrap.servers, or leave {GROUP_PROTOCOL_KEY} unset"
             ));
         }
+        self.defaults.cluster.clone_from(&bootstrap);
         self.bootstrap_servers = Some(bootstrap);
         self.embedded_broker = true;
         Ok(())
@@ -212,7 +213,14 @@ impl WorkerConfig {
             "share" => GroupProtocol::Share,
             _ => GroupProtocol::Classic,
         };
-        let defaults = WorkerDefaults { group_protocol, policy, providers, clients };
+        let defaults = WorkerDefaults {
+            group_protocol,
+            policy,
+            providers,
+            clients,
+            cluster: bootstrap_servers.clone().unwrap_or_default(),
+            connect_names: Default::default(),
+        };
         let rest_advertised_url =
             Some(values.string("rest.advertised.url").trim().to_string()).filter(|u| !u.is_empty());
         let mut worker = WorkerConfig {
