@@ -354,7 +354,7 @@ async fn run_connector(
         &plugin.digest[..19],
         started.elapsed().as_millis()
     );
-    if plugin.metadata.name != config.plugin {
+    if plugin.metadata.name != config.plugin && !spillway::connector::answers_to(&plugin.connect, &config.plugin) {
         bail!("connector.class is '{}' but the plugin is '{}'", config.plugin, plugin.metadata.name);
     }
     let file = format!("{}-{}.wasm", plugin.metadata.name, plugin.metadata.version);

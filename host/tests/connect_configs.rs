@@ -358,3 +358,51 @@ async fn mirrormakers_source_connector_config_validates_on_the_workers_own_clust
     );
     herder.shutdown().await.unwrap();
 }
+
+/// `spillway connectors import` against a running worker: Confluent's S3
+/// quick start as a standalone worker's `.properties` file, each key shown
+/// with its fate, then created with `--apply` and running; a config that
+/// sets `transforms` is refused, naming the key, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn import_shows_each_keys_fate_and_applies_a_connect_properties_file() {
+    use spillway::cli::{ClientArgs, ConnectorsCommand as C, ErrorKind, Output, connectors};
+    let (broker, s3) = (Broker::start_or_env(), s3_server());
+    let dir = tempfile::tempdir().unwrap();
+    let worker = support::worker::Worker::start(&broker.bootstrap, dir.path(), "text", "worker.log").await;
+    let args = ClientArgs::new(&worker.url, Output::Table);
+    let (name, topic, bucket) = (unique("imported"), unique("orders"), s3.new_bucket("import"));
+    let properties = |config: &ConfigMap| {
+        let lines: Vec<String> = config.iter().map(|(k, v)| format!("{k}={}", v.replace(':', "\\:"))).collect();
+        format!("# Confluent's S3 sink quick start\n{}\n", lines.join("\n"))
+    };
+    let file = dir.path().join("s3-sink.properties");
+    std::fs::write(&file, properties(&confluent_s3(&name, &topic, &bucket))).unwrap();
+
+    let report = connectors(&args, C::Import { file: file.clone(), apply: false }).await.unwrap();
+    let row =
+        |key: &str| report.lines().find(|l| l.split_whitespace().next() == Some(key)).unwrap_or_default().to_string();
+    assert!(row("s3.bucket.name").contains("gives plugin.grant.object-store.s3.url"), "{report}");
+    assert!(row("aws.secret.access.key").contains("gives plugin.grant.object-store.s3.secret.access.key"), "{report}");
+    assert!(row("flush.size").contains("read by the plugin"), "{report}");
+    assert!(row("topics").contains("read by Spillway"), "{report}");
+    assert!(!report.contains(&format!(" {} ", s3.secret_key)), "the report shows the secret: {report}");
+    let (status, _) = worker.call(reqwest::Method::GET, &format!("/connectors/{name}"), Value::Null).await;
+    assert_eq!(status, 404, "import without --apply created the connector");
+
+    let report = connectors(&args, C::Import { file, apply: true }).await.unwrap();
+    assert!(report.ends_with(&format!("created connector {name} (1 task(s))\n")), "{report}");
+    worker.wait_running(&name, 1).await;
+
+    let mut transformed = confluent_s3(&unique("transformed"), &topic, &bucket);
+    transformed.insert("transforms".into(), "unwrap".into());
+    let file = dir.path().join("transformed.properties");
+    std::fs::write(&file, properties(&transformed)).unwrap();
+    let e = connectors(&args, C::Import { file, apply: true }).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+    let report = e.output.unwrap_or_default();
+    let transforms = report.lines().find(|l| l.starts_with("transforms ")).unwrap_or_default();
+    assert!(transforms.contains("refused: Kafka Connect's transforms"), "{report}");
+    let (status, _) =
+        worker.call(reqwest::Method::GET, &format!("/connectors/{}", transformed["name"]), Value::Null).await;
+    assert_eq!(status, 404, "a refused import created the connector");
+}

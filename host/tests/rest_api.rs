@@ -329,9 +329,9 @@ async fn worker_info_plugins_and_validation() {
     assert!(warning.contains("archived by the broker"), "{infos:#}");
 
     // A key nothing reads changes nothing: validation says so, naming the
-    // key it likely stands for (Confluent's S3 sink spells it with `s3.`).
+    // key it likely stands for (Confluent's spelling, which the sink reads).
     let typo = json!({"name": "v", "topics": "t", "consumer.override.group.protocol": "classic",
-        "s3.compression.type": "gzip", "errors.log.enable": "true"});
+        "s3.compresion.type": "gzip", "errors.log.enable": "true"});
     let (status, infos) = host.call(Method::PUT, "/connector-plugins/s3-sink/config/validate", Some(typo)).await;
     assert_eq!(status, 200, "{infos}");
     let warnings: Vec<&str> = infos["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
@@ -340,7 +340,7 @@ async fn worker_info_plugins_and_validation() {
         warnings[0].starts_with("errors.log.enable: neither the host nor plugin s3-sink reads this key"),
         "{warnings:#?}"
     );
-    assert!(warnings[1].ends_with("did you mean compression.type?"), "{warnings:#?}");
+    assert!(warnings[1].ends_with("did you mean s3.compression.type?"), "{warnings:#?}");
 
     // Invalid is still a 200, with the problem listed against its key.
     let invalid = json!({"name": "v", "tasks.max": 0});

@@ -7,7 +7,7 @@
 
 use spillway_capabilities::GRANT_PREFIX;
 use spillway_config::Problem;
-use spillway_runtime::ConnectNames;
+use spillway_runtime::{ConnectNames, GrantSource};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -18,13 +18,12 @@ use std::sync::{Arc, RwLock};
 pub struct InstalledNames(Arc<RwLock<BTreeMap<String, ConnectNames>>>);
 
 impl InstalledNames {
-    /// What `plugin` (its newest build) answers to; empty names are not kept.
+    /// What `plugin` (its newest build) answers to. Every plugin is kept, so
+    /// that a plugin's own name finds it before any class another declares,
+    /// as the registry resolves it.
     pub fn set(&self, plugin: &str, names: &ConnectNames) {
         let mut table = self.0.write().expect("never poisoned: no code panics holding it");
-        match names == &ConnectNames::default() {
-            true => table.remove(plugin),
-            false => table.insert(plugin.to_string(), names.clone()),
-        };
+        table.insert(plugin.to_string(), names.clone());
     }
 
     pub fn remove(&self, plugin: &str) {
@@ -51,6 +50,36 @@ pub fn answers_to(names: &ConnectNames, class: &str) -> bool {
         let simple = full.rsplit('.').next().unwrap_or(full);
         full == class || simple == class || simple.strip_suffix("Connector") == Some(class)
     })
+}
+
+/// The grant setting `source` gives: `plugin.grant.<capability>.<grant>.<setting>`.
+pub fn grant_key(source: &GrantSource) -> String {
+    format!("{GRANT_PREFIX}{}.{}.{}", source.capability, source.grant, source.setting)
+}
+
+/// Checks what a plugin declares before it is installed: each grant source
+/// names a grant as an explicit key would (`[a-z0-9-]+` names, a setting
+/// of such words and dots), puts the value in once, and reads a key of
+/// Connect's, not one the host reads (a host key's value, a client's
+/// password say, must not become the plugin's).
+pub fn check(names: &ConnectNames, host_reads: impl Fn(&str) -> bool) -> Result<(), String> {
+    let name = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    for source in &names.grant_sources {
+        let key = &source.connect_key;
+        let why = if !(name(&source.capability) && name(&source.grant)) {
+            "its capability and grant must be [a-z0-9-]+"
+        } else if !source.setting.split('.').all(name) {
+            "its setting must be [a-z0-9-]+ words joined by dots"
+        } else if source.template.matches("{}").count() != 1 {
+            "its template must hold {} once"
+        } else if key.starts_with("plugin.") || host_reads(key) {
+            "it reads a key of the host's"
+        } else {
+            continue;
+        };
+        return Err(format!("declares that Connect key '{key}' gives {}, and {why}", grant_key(source)));
+    }
+    Ok(())
 }
 
 /// A grant setting a Connect key gave.
@@ -93,12 +122,13 @@ pub fn derive(raw: &BTreeMap<String, String>, names: &ConnectNames, own_cluster:
     for source in &names.grant_sources {
         config.remove(&source.connect_key);
         let Some(value) = given(&source.connect_key) else { continue };
-        let grant = format!("{GRANT_PREFIX}{}.{}.", source.capability, source.grant);
-        let key = format!("{grant}{}", source.setting);
-        if let Some(explicit) = raw.keys().find(|k| k.starts_with(&grant)) {
+        let key = grant_key(source);
+        // The grant's other settings may be given explicitly (a pool size,
+        // a timeout); one setting given both ways is refused.
+        if raw.contains_key(&key) {
             problems.push(Problem::new(
                 &source.connect_key,
-                format!("gives {key}, and {explicit} grants the same explicitly: give one or the other"),
+                format!("gives {key}, which the config gives explicitly too: give one or the other"),
             ));
             continue;
         }
@@ -148,7 +178,6 @@ pub fn connect_keys(names: &ConnectNames) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spillway_runtime::GrantSource;
 
     fn names() -> ConnectNames {
         let source = |connect_key: &str, setting: &str, template: &str| GrantSource {
@@ -215,11 +244,14 @@ mod tests {
         assert_eq!(problems[0].key, "connection.username");
         assert!(problems[0].message.contains("another value than connection.user"), "{}", problems[0].message);
 
-        let both = map(&[("connection.url", "postgres://h/db"), ("plugin.grant.sql.db.password", "x")]);
+        let both = map(&[("connection.url", "postgres://h/db"), ("plugin.grant.sql.db.url", "postgres://h/x")]);
         let derived = derive(&both, &names(), "");
         assert_eq!(derived.problems.len(), 1);
         assert_eq!(derived.problems[0].key, "connection.url");
-        assert!(!derived.config.contains_key("plugin.grant.sql.db.url"));
+        assert_eq!(derived.config["plugin.grant.sql.db.url"], "postgres://h/x", "the explicit one stays");
+        // Another setting of the same grant tunes it.
+        let tuned = map(&[("connection.url", "postgres://h/db"), ("plugin.grant.sql.db.pool.size", "4")]);
+        assert!(derive(&tuned, &names(), "").problems.is_empty());
     }
 
     #[test]
@@ -230,6 +262,24 @@ mod tests {
         assert_eq!(problem.message, "as plugin.grant.sql.db.url: not a postgres:// URL");
         let other = derived.blame(Problem::new("topics", "x"));
         assert_eq!(other.key, "topics");
+    }
+
+    #[test]
+    fn a_plugin_may_not_declare_a_grant_source_that_escapes_the_grant_grammar_or_reads_a_host_key() {
+        let host_reads = |key: &str| key == "consumer.override.sasl.password";
+        assert_eq!(check(&names(), host_reads), Ok(()));
+        let with = |edit: &dyn Fn(&mut GrantSource)| {
+            let mut names = names();
+            edit(&mut names.grant_sources[0]);
+            check(&names, host_reads).unwrap_err()
+        };
+        assert!(with(&|s| s.grant = "a.b".into()).contains("[a-z0-9-]+"));
+        assert!(with(&|s| s.capability = "".into()).contains("[a-z0-9-]+"));
+        assert!(with(&|s| s.setting = "access..key".into()).contains("joined by dots"));
+        assert!(with(&|s| s.template = "{}{}".into()).contains("{} once"));
+        assert!(with(&|s| s.template = "fixed".into()).contains("{} once"));
+        assert!(with(&|s| s.connect_key = "consumer.override.sasl.password".into()).contains("the host's"));
+        assert!(with(&|s| s.connect_key = "plugin.deterministic".into()).contains("the host's"));
     }
 
     #[test]
@@ -246,10 +296,11 @@ mod tests {
     fn the_installed_names_find_a_plugin_by_its_name_or_a_class() {
         let installed = InstalledNames::default();
         installed.set("sql-sink", &names());
-        installed.set("file-sink", &ConnectNames::default());
+        installed.set("JdbcSink", &ConnectNames::default());
         assert_eq!(installed.lookup("sql-sink").unwrap().0, "sql-sink");
         assert_eq!(installed.lookup("JdbcSinkConnector").unwrap().0, "sql-sink");
-        assert!(installed.lookup("file-sink").is_none(), "names nothing: not kept");
+        // A plugin's own name finds it before another's class, as the registry resolves it.
+        assert_eq!(installed.lookup("JdbcSink").unwrap().0, "JdbcSink");
         installed.remove("sql-sink");
         assert!(installed.lookup("JdbcSinkConnector").is_none());
     }

@@ -23,8 +23,14 @@ pub fn connector_keys() -> &'static ConfigDef {
                 "Common",
                 [
                     key("name", Type::String, High, "Globally unique name of the connector.").required(),
-                    key("connector.class", Type::String, High, "Name of the plugin that implements the connector.")
-                        .required(),
+                    key(
+                        "connector.class",
+                        Type::String,
+                        High,
+                        "Name of the plugin that implements the connector, or a Kafka Connect connector class \
+                         one answers to (io.confluent.connect.s3.S3SinkConnector, or S3SinkConnector, S3Sink).",
+                    )
+                    .required(),
                     key("tasks.max", Type::Int, High, "Maximum number of tasks (group members) to run.")
                         .with_default("1")
                         .with_validator(Validator::at_least(1)),
@@ -422,4 +428,17 @@ fn is_reset(value: &str) -> bool {
         Some(duration) => duration.starts_with('P') && duration.len() > 1 && duration.is_ascii(),
         None => value == "earliest" || value == "latest",
     }
+}
+
+/// Whether a key no table declares names a secret by its name, as Kafka's
+/// and its connectors' keys do (`connection.password`,
+/// `aws.secret.access.key`, `target.cluster.sasl.jaas.config`,
+/// `s3.sse.customer.key`): its value is hidden wherever a config is shown,
+/// and it reaches a plugin only if the plugin declares the key.
+pub fn looks_secret(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    matches!(last, "password" | "passphrase" | "secret" | "token" | "credentials")
+        || ["secret.access.key", "jaas.config", "secret.key", "customer.key", "private.key"]
+            .iter()
+            .any(|s| key.ends_with(s))
 }

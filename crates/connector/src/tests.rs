@@ -399,3 +399,21 @@ fn converters_spillway_reads_as_they_are_pass_and_the_schema_registrys_are_refus
     assert!(problems[0].1.contains("not a converter Spillway reads"), "{problems:#?}");
     assert!(problems[1].1.contains("Schema Registry"), "{problems:#?}");
 }
+
+#[test]
+fn a_key_whose_name_says_secret_is_treated_as_one() {
+    use crate::looks_secret;
+    for key in [
+        "connection.password",
+        "aws.secret.access.key",
+        "target.cluster.sasl.jaas.config",
+        "s3.sse.customer.key",
+        "api.token",
+        "ssl.key.password",
+    ] {
+        assert!(looks_secret(key), "{key}");
+    }
+    for key in ["connection.user", "password.policy", "s3.bucket.name", "topics", "aws.access.key.id", "tokens.max"] {
+        assert!(!looks_secret(key), "{key}");
+    }
+}

@@ -17,7 +17,7 @@ use in_flight::InFlight;
 use run::PluginSlot;
 use source::Source;
 use spillway_capabilities::kafka::TaskScope;
-use spillway_connector::{ConnectorConfig, GroupProtocol, connector_keys};
+use spillway_connector::{ConnectorConfig, GroupProtocol, connector_keys, looks_secret};
 use spillway_kafka::classic::ClassicSource;
 use spillway_kafka::clients::{ClusterAccess, Role};
 use spillway_kafka::producer::Producer;
@@ -49,10 +49,13 @@ pub async fn start_instance(
 ) -> Result<(PluginInstance, Option<Arc<TargetCluster>>)> {
     let name = format!("{}-{task_id}", config.name);
     // Like Connect's task configs, each task's config names its task. The
-    // host's secrets (a grant's credentials) stay in the host.
+    // host's secrets (a grant's credentials) stay in the host, and so does a
+    // key that names a secret unless the plugin declares it.
     let keys = connector_keys();
+    let declared = |key: &str| plugin.metadata.config.iter().any(|k| k.name == key);
+    let reads = |key: &str| !keys.is_secret(key) && (!looks_secret(key) || declared(key));
     let mut plugin_config: Vec<(String, String)> =
-        config.raw.iter().filter(|(k, _)| !keys.is_secret(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        config.raw.iter().filter(|(k, _)| reads(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), task_id.to_string()));
     let mut grants = config.grants.clone();
     grants.task = Some(TaskScope {

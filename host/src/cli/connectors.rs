@@ -46,6 +46,15 @@ pub enum ConnectorsCommand {
     /// Checks a config file against its plugin (named by connector.class)
     /// without creating anything; exits 6 if the config has errors.
     Validate { file: PathBuf },
+    /// Shows what a Kafka Connect connector config (JSON, or a standalone
+    /// worker's .properties) becomes here, key by key: read, a grant
+    /// derived, ignored or refused with why; exits 6 if a key is refused.
+    Import {
+        file: PathBuf,
+        /// Create the connector when no key is refused.
+        #[arg(long)]
+        apply: bool,
+    },
     /// Shows or changes a classic-group connector's committed offsets.
     Offsets {
         #[command(subcommand)]
@@ -135,6 +144,7 @@ pub async fn connectors(args: &ClientArgs, command: ConnectorsCommand) -> Result
         ConnectorsCommand::Stop { name } => target(&s, &name, "stop").await,
         ConnectorsCommand::Config { command } => config(&s, command).await,
         ConnectorsCommand::Validate { file } => validate(&s, &file).await,
+        ConnectorsCommand::Import { file, apply } => super::import::import(&s, &file, apply).await,
         ConnectorsCommand::Offsets { command } => offsets(&s, command).await,
     }
 }
@@ -474,6 +484,7 @@ mod tests {
             groups: vec![],
             configs: vec![info("tasks.max", &["must be at least 1"]), info("topics", &[]), info("x", &["bad"])],
             warnings: vec!["think twice".into()],
+            derived_grants: vec![],
         };
         assert_eq!(
             validation_report("noop-sink", &infos),

@@ -10,6 +10,7 @@
 mod client;
 mod connectors;
 mod error;
+mod import;
 mod loggers;
 mod plugins;
 mod table;

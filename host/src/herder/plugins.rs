@@ -6,7 +6,7 @@
 //! else runs the newest.
 
 use super::types::PluginInfo;
-use crate::connector::{InstalledNames, PluginPick, answers_to};
+use crate::connector::{InstalledNames, PluginPick, answers_to, check_connect_names, connector_keys};
 use crate::runtime::{Plugin, Runtime};
 use semver::Version;
 use std::collections::BTreeMap;
@@ -93,6 +93,8 @@ impl PluginRegistry {
     /// with other bytes, which a digest pin could not tell apart by version.
     pub fn insert(&mut self, plugin: Plugin, path: &Path) -> Result<Option<String>, String> {
         let version = plugin_version(&plugin)?;
+        check_connect_names(&plugin.connect, |key| connector_keys().find(key).is_some())
+            .map_err(|why| format!("plugin {} {why}", plugin.metadata.name))?;
         let name = plugin.metadata.name.clone();
         let versions = self.plugins.entry(name.clone()).or_default();
         if let Some(existing) = versions.get(&version) {

@@ -250,6 +250,9 @@ pub struct ConfigInfos {
     /// errors; a connector with warnings is created.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Spillway's own: the grant settings the config's Connect keys give.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived_grants: Vec<crate::connector::DerivedKey>,
 }
 
 impl ConfigInfos {

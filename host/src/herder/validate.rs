@@ -5,9 +5,11 @@
 
 use super::plugins::Refusal;
 use super::types::{ConfigInfo, ConfigInfos, ConfigKeyInfo, ConfigMap, ConfigValueInfo};
-use crate::capabilities::GRANT_PREFIX;
 use crate::config::KeyDef;
-use crate::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults, connect_keys, connector_keys};
+use crate::connector::{
+    ConnectorConfig, GroupProtocol, WorkerDefaults, connect_keys, connector_keys, derive_grants, grant_key,
+    looks_secret,
+};
 use crate::policy::RequestBounds;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
 use crate::runtime::{Plugin, Runtime};
@@ -114,7 +116,11 @@ pub async fn validate(
             }
         }
     }
-    config_infos(plugin_name, keys, config, errors, warnings, plugin.ok())
+    let derived_grants = match &plugin {
+        Ok(plugin) => derive_grants(config, &plugin.connect, &defaults.cluster).keys,
+        Err(_) => Vec::new(),
+    };
+    ConfigInfos { derived_grants, ..config_infos(plugin_name, keys, config, errors, warnings, plugin.ok()) }
 }
 
 /// The answer: each defined key with its value and errors, then every other
@@ -165,6 +171,7 @@ fn config_infos(
         groups,
         configs,
         warnings,
+        derived_grants: Vec::new(),
     }
 }
 
@@ -176,18 +183,28 @@ fn shown_value(config: &ConfigMap, key: &str, plugin: Option<&Plugin>) -> Option
 
 pub use crate::config::HIDDEN;
 
-/// A secret key: the host's table says so, `plugin` declares a PASSWORD, or
-/// it is a Connect key from which a grant's secret is derived
-/// (`connection.password`).
+/// A secret key: the host's table says so, `plugin` declares a PASSWORD,
+/// it is a Connect key from which a grant's secret is derived, or its name
+/// says it is one (`connection.password`, whatever plugin is installed).
 pub fn is_secret(plugin: Option<&Plugin>, key: &str) -> bool {
-    let Some(plugin) = plugin else { return connector_keys().is_secret(key) };
-    let derives_secret = |s: &crate::runtime::GrantSource| {
-        s.connect_key == key
-            && connector_keys().is_secret(&format!("{GRANT_PREFIX}{}.{}.{}", s.capability, s.grant, s.setting))
-    };
-    connector_keys().is_secret(key)
-        || plugin.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password)
+    if connector_keys().is_secret(key) || looks_secret(key) {
+        return true;
+    }
+    let Some(plugin) = plugin else { return false };
+    let derives_secret =
+        |s: &crate::runtime::GrantSource| s.connect_key == key && connector_keys().is_secret(&grant_key(s));
+    plugin.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password)
         || plugin.connect.grant_sources.iter().any(derives_secret)
+}
+
+/// Whether a plugin is given `key`: not a host secret, not a key the host
+/// keeps (a grant derived from it), and not a key that names a secret
+/// unless the plugin declares it.
+pub fn plugin_reads(plugin: &Plugin, key: &str) -> bool {
+    let declared = || plugin.metadata.config.iter().any(|k| k.name == key);
+    !connector_keys().is_secret(key)
+        && !connect_keys(&plugin.connect).any(|k| k == key)
+        && (!looks_secret(key) || declared())
 }
 
 /// `config` as the REST API shows it: each secret value `[hidden]`, as
@@ -245,9 +262,9 @@ pub fn warnings(config: &ConnectorConfig) -> Vec<String> {
 }
 
 /// A warning for each key of `config` that neither the host's table nor
-/// `plugin` declares: nothing reads it, so a misspelt key (Confluent's
-/// `s3.compression.type` for the sink's `compression.type`) would change
-/// nothing in silence. It names the nearest key that is read.
+/// `plugin` declares (its keys, and the Connect keys it derives grants
+/// from): nothing reads it, so a misspelt key (`s3.compresion.type`) would
+/// change nothing in silence. It names the nearest key that is read.
 fn ignored_keys(config: &ConfigMap, plugin: &Plugin) -> Vec<String> {
     let mut declared: Vec<&str> = plugin.metadata.config.iter().map(|k| k.name.as_str()).collect();
     declared.extend(connect_keys(&plugin.connect));
@@ -310,11 +327,8 @@ async fn plugin_validate(
     config: &ConfigMap,
     bounds: &RequestBounds,
 ) -> Vec<(String, String)> {
-    // What a task's plugin is given: no host secret, no key the host keeps
-    // (a grant derived from a Connect key).
-    let hosts = |key: &str| connector_keys().is_secret(key) || connect_keys(&plugin.connect).any(|k| k == key);
     let pairs: Vec<(String, String)> =
-        config.iter().filter(|(k, _)| !hosts(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        config.iter().filter(|(k, _)| plugin_reads(plugin, k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     // Waiting for a turn is not the plugin's time. Declared first, the turn
     // is given back last, after the probe is gone. The semaphore is never closed.
     let _turn = validations.acquire().await.expect("the validations semaphore is never closed");

@@ -65,7 +65,9 @@ async fn config(
 }
 
 /// `connector.class` may be left out of the body (the path names the
-/// plugin); if given it must name the same plugin, as Connect requires.
+/// plugin); if given it must name the same plugin, by Connect's rule: the
+/// class ends with the path's name, each without a trailing `Connector`
+/// (`io.confluent.connect.s3.S3SinkConnector` for `S3Sink`).
 async fn validate(
     State(s): State<AppState>,
     PathParams(plugin): PathParams<String>,
@@ -73,7 +75,7 @@ async fn validate(
 ) -> ApiResult<Json<crate::herder::ConfigInfos>> {
     let mut config = config_map(body)?;
     match config.get("connector.class") {
-        Some(class) if *class != plugin => {
+        Some(class) if !normalized(class).ends_with(normalized(&plugin)) => {
             return Err(ApiError::bad_request(format!(
                 "Included connector type {class} does not match request type {plugin}"
             )));
@@ -84,4 +86,9 @@ async fn validate(
         }
     }
     Ok(Json(s.herder.validate(plugin, config).await?))
+}
+
+/// A class or plugin name without a trailing `Connector`, as Connect compares them.
+fn normalized(name: &str) -> &str {
+    name.strip_suffix("Connector").filter(|n| !n.is_empty()).unwrap_or(name)
 }
