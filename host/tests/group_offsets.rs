@@ -18,8 +18,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use spillway::herder::{
-    ConfigMap, ConnectorLag, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset,
-    TargetState,
+    ConnectorLag, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, TargetState,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,20 +33,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn herder_on(bootstrap: &str, dir: &Path) -> Herder {
     Herder::start(worker_config(bootstrap, dir, &plugin_dir()), test_runtime()).await.unwrap()
-}
-
-fn file_sink(name: &str, topic: &str, dir: &Path, extra: &[(&str, &str)]) -> ConfigMap {
-    let file = dir.join(format!("{name}-{{task}}.jsonl"));
-    let base = [
-        ("name", name),
-        ("connector.class", "file-sink"),
-        ("topics", topic),
-        ("tasks.max", "1"),
-        ("file", file.to_str().unwrap()),
-        ("flush.interval.ms", "200"),
-        ("plugin.grant.fs.data.path", dir.to_str().unwrap()),
-    ];
-    base.iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn offsets(entries: &[(&str, i32, Option<i64>)]) -> ConnectorOffsets {
@@ -85,7 +70,7 @@ async fn a_classic_reset_deletes_the_group() {
     broker.create_topic(&topic, 1).await;
     let herder = herder_on(&broker.bootstrap, dir.path()).await;
     let classic = [("consumer.override.group.protocol", "classic"), ("consumer.override.session.timeout.ms", "6000")];
-    herder.create("c".into(), file_sink("c", &topic, dir.path(), &classic), None).await.unwrap();
+    herder.create("c".into(), support::file_sink_config("c", &topic, dir.path(), "c", &classic), None).await.unwrap();
     wait_running(&herder, "c", 1).await;
     let keys = produce(&broker.bootstrap, &topic, 20).await;
     wait_offsets(&herder, "c", &offsets(&[(&topic, 0, Some(20))])).await;
@@ -153,12 +138,21 @@ async fn a_share_group_may_not_take_a_consumer_groups_id() {
     let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await.unwrap().unwrap();
     consumer.commit_message(&message, CommitMode::Sync).unwrap();
 
-    let clash = file_sink("clash", &topic, dir.path(), &[("consumer.override.group.id", group.as_str())]);
+    let clash = support::file_sink_config(
+        "clash",
+        &topic,
+        dir.path(),
+        "clash",
+        &[("consumer.override.group.id", group.as_str())],
+    );
     let err = herder.create("clash".into(), clash, None).await.unwrap_err();
     assert!(matches!(&err, HerderError::BadRequest(m) if m.contains("already used by a consumer group")), "{err:?}");
     // The same id is fine for a classic connector joining that group.
     let classic = [("consumer.override.group.id", group.as_str()), ("consumer.override.group.protocol", "classic")];
-    herder.create("classic".into(), file_sink("classic", &topic, dir.path(), &classic), None).await.unwrap();
+    herder
+        .create("classic".into(), support::file_sink_config("classic", &topic, dir.path(), "classic", &classic), None)
+        .await
+        .unwrap();
     herder.shutdown().await.unwrap();
 }
 
@@ -181,7 +175,11 @@ async fn a_connectors_lag_is_measured_per_partition_in_classic_and_share_groups(
         .unwrap();
     let classic = [("consumer.override.group.protocol", "classic")];
     herder
-        .create("lag".into(), file_sink("lag", &topic, dir.path(), &classic), Some(TargetState::Stopped))
+        .create(
+            "lag".into(),
+            support::file_sink_config("lag", &topic, dir.path(), "lag", &classic),
+            Some(TargetState::Stopped),
+        )
         .await
         .unwrap();
     let lag = wait_lag(&herder, "lag", 30).await;
@@ -198,7 +196,10 @@ async fn a_connectors_lag_is_measured_per_partition_in_classic_and_share_groups(
     // when 10 more come while it is stopped (its group exists: counted from
     // where the group is, not from each partition's start, which would be
     // 40); none again once resumed.
-    herder.create("shared".into(), file_sink("shared", &topic, dir.path(), &[]), None).await.unwrap();
+    herder
+        .create("shared".into(), support::file_sink_config("shared", &topic, dir.path(), "shared", &[]), None)
+        .await
+        .unwrap();
     let lag = wait_lag(&herder, "shared", 0).await;
     assert_eq!(lag.partitions.len(), 2, "{lag:?}");
     assert_each_exactly_once(&file_sink_keys(dir.path(), "shared"), &keys, "share group");
@@ -221,7 +222,7 @@ async fn share_group_offsets_go_through_the_share_group_offset_apis() {
     let dir = tempfile::tempdir().unwrap();
     let broker = ShareOffsetsBroker::start(&[("orders", 2), ("audit", 1)]).await;
     let herder = herder_on(&broker.bootstrap, dir.path()).await;
-    let config = file_sink("s", "orders", dir.path(), &[]);
+    let config = support::file_sink_config("s", "orders", dir.path(), "s", &[]);
     // Created stopped: its tasks never run against this broker.
     herder.create("s".into(), config, Some(TargetState::Stopped)).await.unwrap();
     let group = "connect-s";

@@ -8,7 +8,7 @@
 mod support;
 
 use spillway::herder::{
-    ConfigMap, ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, WorkerConfig,
+    ConnectorOffsets, Herder, HerderError, OffsetPartition, OffsetValue, PartitionOffset, WorkerConfig,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,21 +28,6 @@ fn worker_without_protocol(bootstrap: &str, dir: &Path) -> WorkerConfig {
         ("plugin.path".to_string(), plugin_dir().display().to_string()),
     ]);
     WorkerConfig::parse(&raw).unwrap()
-}
-
-/// A one-task `file-sink` writing `<file>-<task>.jsonl` in `dir`.
-fn file_sink(name: &str, topic: &str, dir: &Path, file: &str, extra: &[(&str, &str)]) -> ConfigMap {
-    let file = dir.join(format!("{file}-{{task}}.jsonl"));
-    let base = [
-        ("name", name),
-        ("connector.class", "file-sink"),
-        ("topics", topic),
-        ("tasks.max", "1"),
-        ("file", file.to_str().unwrap()),
-        ("flush.interval.ms", "200"),
-        ("plugin.grant.fs.data.path", dir.to_str().unwrap()),
-    ];
-    base.iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Waits until the files named `file-*` hold `n` records, then a flush
@@ -90,7 +75,7 @@ async fn share_groups_are_opt_in_and_removing_the_override_rolls_back_to_the_con
     let herder = Herder::start(worker_without_protocol(&broker.bootstrap, dir.path()), test_runtime()).await.unwrap();
 
     let first = produce(&broker.bootstrap, &topic, 20).await;
-    let classic = file_sink(&name, &topic, dir.path(), "classic", &[]);
+    let classic = support::file_sink_config(&name, &topic, dir.path(), "classic", &[]);
     herder.create(name.clone(), classic.clone(), None).await.unwrap();
     assert_each_exactly_once(&wait_written(dir.path(), "classic", 20).await, &first, "no protocol named");
     // Committed offsets: a consumer group's, not a share group's start offsets.
@@ -102,7 +87,7 @@ async fn share_groups_are_opt_in_and_removing_the_override_rolls_back_to_the_con
 
     // Share, on the consumer group's id: refused, by validation as by PUT.
     let share = [("consumer.override.group.protocol", "share"), ("share.auto.offset.reset", "earliest")];
-    let clash = file_sink(&name, &topic, dir.path(), "share", &share);
+    let clash = support::file_sink_config(&name, &topic, dir.path(), "share", &share);
     let infos = herder.validate("file-sink".into(), clash.clone()).await.unwrap();
     let errors: Vec<(&str, &String)> =
         infos.configs.iter().flat_map(|c| c.value.errors.iter().map(move |e| (c.value.name.as_str(), e))).collect();
@@ -114,7 +99,10 @@ async fn share_groups_are_opt_in_and_removing_the_override_rolls_back_to_the_con
 
     let share_group = format!("{name}-share");
     let migrated = [share[0], share[1], ("consumer.override.group.id", share_group.as_str())];
-    herder.put_config(name.clone(), file_sink(&name, &topic, dir.path(), "share", &migrated)).await.unwrap();
+    herder
+        .put_config(name.clone(), support::file_sink_config(&name, &topic, dir.path(), "share", &migrated))
+        .await
+        .unwrap();
     wait_running(&herder, &name, 1).await;
     let second = produce(&broker.bootstrap, &topic, 10).await;
     let both: Vec<String> = first.iter().chain(&second).cloned().collect();
@@ -123,12 +111,13 @@ async fn share_groups_are_opt_in_and_removing_the_override_rolls_back_to_the_con
     // The override gone but the share group's id kept: a consumer group
     // may not take it.
     let kept_id = [("consumer.override.group.id", share_group.as_str())];
-    let refused =
-        bad_request(herder.put_config(name.clone(), file_sink(&name, &topic, dir.path(), "back", &kept_id)).await);
+    let refused = bad_request(
+        herder.put_config(name.clone(), support::file_sink_config(&name, &topic, dir.path(), "back", &kept_id)).await,
+    );
     assert!(refused.contains("is a share group's"), "{refused}");
 
     // Rolled back: the consumer group resumes at its committed offset, 20.
-    herder.put_config(name.clone(), file_sink(&name, &topic, dir.path(), "back", &[])).await.unwrap();
+    herder.put_config(name.clone(), support::file_sink_config(&name, &topic, dir.path(), "back", &[])).await.unwrap();
     assert_each_exactly_once(&wait_written(dir.path(), "back", 10).await, &second, "rolled back");
     assert_eq!(herder.offsets(name.clone()).await.unwrap(), committed(&topic, 30));
     assert_each_exactly_once(&file_sink_keys(dir.path(), "share"), &both, "the share group's, after the rollback");
@@ -154,7 +143,8 @@ async fn an_upgrade_keeps_a_stored_share_connector_on_its_share_group_and_positi
     // default (here the worker's opt-in), nothing named in its config.
     let before =
         Herder::start(worker_config_with(&broker.bootstrap, &state, &plugin_dir(), &[]), test_runtime()).await.unwrap();
-    let config = file_sink(&name, &topic, dir.path(), &name, &[("share.auto.offset.reset", "earliest")]);
+    let config =
+        support::file_sink_config(&name, &topic, dir.path(), &name, &[("share.auto.offset.reset", "earliest")]);
     before.create(name.clone(), config.clone(), None).await.unwrap();
     let first = produce(&broker.bootstrap, &topic, 20).await;
     assert_each_exactly_once(&wait_written(dir.path(), &name, 20).await, &first, "before the upgrade");
@@ -191,7 +181,7 @@ async fn a_broker_that_cannot_answer_the_group_id_check_refuses_the_config() {
     let dir = tempfile::tempdir().unwrap();
     let nobody = format!("127.0.0.1:{}", support::worker::free_port());
     let herder = Herder::start(worker_without_protocol(&nobody, dir.path()), test_runtime()).await.unwrap();
-    let config = file_sink("unchecked", "t", dir.path(), "unchecked", &[]);
+    let config = support::file_sink_config("unchecked", "t", dir.path(), "unchecked", &[]);
     let infos = herder.validate("file-sink".into(), config.clone()).await.unwrap();
     let group_id = infos.configs.iter().find(|c| c.value.name == "consumer.override.group.id").unwrap();
     assert_eq!(infos.error_count, 1, "{:?}", group_id.value);

@@ -13,7 +13,7 @@ mod support;
 use fault_proxy::{Event, Fault, FaultProxy};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
-use spillway::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
+use spillway::connector::ConnectorConfig;
 use spillway::kafka::share::{CommitResult, ShareConsumer, ShareConsumerConfig, ShareError};
 use spillway::kafka::{AckType, ConsumedRecord};
 use spillway::runtime::Runtime;
@@ -337,7 +337,7 @@ async fn start_task_through(
     raw: &[(&str, &str)],
 ) -> (tokio::task::JoinHandle<task::TaskExit>, Arc<TaskMetrics>, CancellationToken) {
     let raw = raw.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let config = Arc::new(ConnectorConfig::parse(&raw, &share_worker()).unwrap());
+    let config = Arc::new(ConnectorConfig::parse(&raw, &support::herder::share_worker()).unwrap());
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-test-cache")).unwrap();
     let plugins = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
     let plugin =
@@ -474,11 +474,4 @@ async fn an_undecodable_record_batch_goes_to_the_dlq_with_its_offsets() {
     println!("{dead} records of the damaged batch dead-lettered, {} accepted", accepted.len());
     stop.cancel();
     assert_eq!(running.await.unwrap(), task::TaskExit::Stopped);
-}
-
-/// A worker that opts its connectors in to share groups (KIP-1302: classic
-/// is the default); a connector's own consumer.override.group.protocol goes
-/// over it.
-fn share_worker() -> WorkerDefaults {
-    WorkerDefaults { group_protocol: GroupProtocol::Share, ..Default::default() }
 }

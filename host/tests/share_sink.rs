@@ -8,7 +8,7 @@
 
 mod support;
 
-use spillway::connector::{ConnectorConfig, GroupProtocol, WorkerDefaults};
+use spillway::connector::ConnectorConfig;
 use spillway::herder::{ConfigMap, Herder, HerderError, State};
 use spillway::runtime::Runtime;
 use spillway::task::{self, FlushCause, TaskExit, TaskMetrics, TaskSpec};
@@ -139,7 +139,7 @@ async fn spawn_task(
     task_id: u32,
     stop: &CancellationToken,
 ) -> (JoinHandle<TaskExit>, Arc<TaskMetrics>) {
-    let config = Arc::new(ConnectorConfig::parse(raw, &share_worker()).unwrap());
+    let config = Arc::new(ConnectorConfig::parse(raw, &support::herder::share_worker()).unwrap());
     let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).await.unwrap();
     let metrics = Arc::new(TaskMetrics::default());
     let spec =
@@ -732,11 +732,4 @@ async fn a_connectors_share_group_configs_are_set_read_back_and_refused_in_its_w
     };
     assert!(trace.contains("share.record.lock.duration.ms=120000") && trace.contains("InvalidConfig"), "{trace}");
     herder.shutdown().await.unwrap();
-}
-
-/// A worker that opts its connectors in to share groups (KIP-1302: classic
-/// is the default); a connector's own consumer.override.group.protocol goes
-/// over it.
-fn share_worker() -> WorkerDefaults {
-    WorkerDefaults { group_protocol: GroupProtocol::Share, ..Default::default() }
 }

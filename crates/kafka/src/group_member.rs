@@ -97,9 +97,7 @@ impl GroupMember {
     /// After an error that means the coordinator moved, or a broken
     /// connection: find it again on the next call.
     fn on_error(&mut self, e: &ShareError) {
-        let moved =
-            matches!(e.response_error(), Some(ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable));
-        if moved || e.is_transport() {
+        if e.coordinator_moving() || e.is_transport() {
             self.coordinator = None;
         }
         if matches!(

@@ -76,3 +76,12 @@ pub async fn wait_running(herder: &Herder, name: &str, tasks: usize) {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
+
+/// A worker's defaults that opt in to share groups (KIP-1302), for tests that
+/// run tasks without a herder.
+pub fn share_worker() -> spillway::connector::WorkerDefaults {
+    spillway::connector::WorkerDefaults {
+        group_protocol: spillway::connector::GroupProtocol::Share,
+        ..Default::default()
+    }
+}

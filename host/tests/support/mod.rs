@@ -440,3 +440,25 @@ impl Drop for S3Server {
         }
     }
 }
+
+/// A file-sink connector on `topic` writing `dir/<file>-<task>.jsonl` (the
+/// directory granted), flushing every 200 ms: its keys, then `extra` over them.
+pub fn file_sink_config(
+    name: &str,
+    topic: &str,
+    dir: &std::path::Path,
+    file: &str,
+    extra: &[(&str, &str)],
+) -> spillway::herder::ConfigMap {
+    let file = dir.join(format!("{file}-{{task}}.jsonl"));
+    let base = [
+        ("name", name),
+        ("connector.class", "file-sink"),
+        ("topics", topic),
+        ("tasks.max", "1"),
+        ("file", file.to_str().unwrap()),
+        ("flush.interval.ms", "200"),
+        ("plugin.grant.fs.data.path", dir.to_str().unwrap()),
+    ];
+    base.iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}

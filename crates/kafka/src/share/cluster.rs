@@ -228,11 +228,7 @@ impl Cluster {
             let Some(e) = ShareError::broker(code, format!("FindCoordinator for {group}")) else {
                 return Ok(format!("{}:{port}", host.as_str()));
             };
-            let not_yet = matches!(
-                e.response_error(),
-                Some(ResponseError::CoordinatorNotAvailable | ResponseError::CoordinatorLoadInProgress)
-            );
-            if !not_yet || tokio::time::Instant::now() >= deadline {
+            if !e.coordinator_moving() || tokio::time::Instant::now() >= deadline {
                 return Err(e);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

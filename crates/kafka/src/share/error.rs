@@ -60,6 +60,12 @@ impl ShareError {
         }
     }
 
+    /// Whether the broker said the group's coordinator is moving or not yet
+    /// ready: the call may succeed once the coordinator is found again.
+    pub fn coordinator_moving(&self) -> bool {
+        self.response_error().is_some_and(coordinator_moving)
+    }
+
     /// A transport failure: the connection is gone and so is every share
     /// session that lived on it.
     pub(crate) fn is_transport(&self) -> bool {
@@ -98,4 +104,17 @@ impl From<&ShareError> for AckFailure {
             None => AckFailure::Disconnected(e.to_string()),
         }
     }
+}
+
+/// Whether `error` means the group's coordinator is elsewhere or not ready
+/// yet (a broker starting, a partition of `__consumer_offsets` or
+/// `__share_group_state` loading or moving): worth finding it again and
+/// retrying, unlike any other group error.
+pub fn coordinator_moving(error: ResponseError) -> bool {
+    matches!(
+        error,
+        ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+    )
 }

@@ -6,7 +6,7 @@
 
 use super::cluster::Cluster;
 use super::connection::Connection;
-use super::error::ShareError;
+use super::error::{ShareError, coordinator_moving};
 use super::subscription::Subscription;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{GroupId, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName};
@@ -179,9 +179,7 @@ impl Heartbeat {
     /// Decide what to do after a failed heartbeat; returns when to retry.
     fn recover(&mut self, e: ShareError, tx: &watch::Sender<MemberState>) -> Duration {
         match e.response_error() {
-            Some(ResponseError::NotCoordinator)
-            | Some(ResponseError::CoordinatorNotAvailable)
-            | Some(ResponseError::CoordinatorLoadInProgress) => {
+            Some(error) if coordinator_moving(error) => {
                 tracing::info!(error = %e, "share group coordinator moved; rediscovering");
                 self.find_coordinator = true;
                 RETRY_BACKOFF

@@ -9,7 +9,7 @@
 
 use super::cluster::Cluster;
 use super::connection::Connection;
-use super::error::ShareError;
+use super::error::{ShareError, coordinator_moving};
 use super::lag::{self, DescribeLag};
 use crate::clients::{ClusterAccess, Role};
 use kafka_protocol::ResponseError;
@@ -280,13 +280,7 @@ pub async fn is_share_group(cluster: &ClusterAccess, group: &str) -> Result<bool
             Some(ResponseError::GroupIdNotFound) => return Ok(false),
             Some(error) => error,
         };
-        let moving = matches!(
-            error,
-            ResponseError::CoordinatorLoadInProgress
-                | ResponseError::CoordinatorNotAvailable
-                | ResponseError::NotCoordinator
-        );
-        if !moving || tokio::time::Instant::now() >= deadline {
+        if !coordinator_moving(error) || tokio::time::Instant::now() >= deadline {
             return Err(ShareOffsetsError::Broker(ShareError::Broker {
                 error,
                 context: with_message(format!("describing share group '{group}'"), described.error_message),
