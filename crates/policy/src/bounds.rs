@@ -99,7 +99,8 @@ const REQUEST_BOUNDS: [Bound<RequestBounds>; 3] = [
     Bound {
         key: "policy.plugin.validations.max",
         doc: "Plugin validate calls the worker runs at once (each an instance of up to the memory budget, \
-              which any REST client can start); others wait their turn.",
+              which any REST client can start), and as many group id checks with the broker; others wait \
+              their turn.",
         get: |b| b.validations as u64,
         set: |b, v| b.validations = v as usize,
     },

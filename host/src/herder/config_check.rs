@@ -62,9 +62,13 @@ impl ConfigCheck {
         .await;
         if let Ok(parsed) = ConnectorConfig::parse(&self.config, &self.defaults)
             && !same_group(&parsed, self.previous.as_ref(), &self.defaults)
-            && let Err(message) = self.check_group_id(&parsed).await
         {
-            infos.add_error(GROUP_ID_KEY, message);
+            // The broker check opens connections on any REST client's
+            // request: it takes a turn among the worker's validations too.
+            let _turn = self.validations.acquire().await.expect("the validations semaphore is never closed");
+            if let Err(message) = self.check_group_id(&parsed).await {
+                infos.add_error(GROUP_ID_KEY, message);
+            }
         }
         infos
     }
