@@ -127,10 +127,16 @@ async fn raw_consumer(bootstrap: &str, group: &str, topic: &str) -> (Duration, u
 /// Time until the plugin accepted as many records as were produced, how many
 /// more it was handed than produced (duplicates), and the host's memory.
 async fn task_loop(bootstrap: &str, connector: &str, topic: &str) -> (Duration, usize, String) {
-    let raw = [("name", connector), ("connector.class", "noop-sink"), ("topics", topic)]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    // Share groups are opt-in (KIP-1302): the connector asks for one.
+    let raw = [
+        ("name", connector),
+        ("connector.class", "noop-sink"),
+        ("topics", topic),
+        ("consumer.override.group.protocol", "share"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     let config = Arc::new(ConnectorConfig::parse(&raw, &WorkerDefaults::default()).unwrap());
     let runtime = Runtime::new(&std::env::temp_dir().join("spillway-bench-cache")).unwrap();
     let plugin =
