@@ -449,8 +449,9 @@ async fn the_object_sink_writes_through_its_grant_and_nowhere_else() {
     assert!(put.1.ok >= 1 && put.1.bytes > 0, "{put:?}");
 }
 
-/// The host's secrets (a grant's credentials) stay in the host: the config a
-/// task's plugin is given lacks them, and keeps every other key.
+/// The host's secrets (a grant's credentials, and keys whose names say they
+/// are secrets and the plugin does not declare) stay in the host: the config
+/// a task's plugin is given lacks them, and keeps every other key.
 #[tokio::test]
 async fn a_tasks_plugin_is_not_given_the_hosts_secrets() {
     let dir = tempfile::tempdir().unwrap();
@@ -463,6 +464,9 @@ async fn a_tasks_plugin_is_not_given_the_hosts_secrets() {
         ("plugin.grant.object-store.a.url", url.as_str()),
         ("plugin.grant.object-store.a.access.key.id", "AKIAEXAMPLE"),
         ("plugin.grant.object-store.a.secret.access.key", "s3cret"),
+        // A key no table declares whose name says it is a secret (a Connect
+        // config's, say): the plugin does not declare it, so it is not given.
+        ("connection.password", "pw"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -476,4 +480,5 @@ async fn a_tasks_plugin_is_not_given_the_hosts_secrets() {
     assert!(keys.contains(&"plugin.grant.object-store.a.access.key.id") && keys.contains(&"mode"), "{keys:?}");
     assert!(keys.contains(&"task.id"), "{keys:?}");
     assert!(!keys.contains(&"plugin.grant.object-store.a.secret.access.key"), "{keys:?}");
+    assert!(!keys.contains(&"connection.password"), "{keys:?}");
 }
