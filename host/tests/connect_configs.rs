@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use spillway::capabilities::sql::bindings::spillway::sql::databases::Value as SqlValue;
 use spillway::connector::DerivedKey;
 use spillway::herder::{ConfigInfos, ConfigMap, Herder, HerderError, State};
-use spillway::runtime::Runtime;
 use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,11 +33,7 @@ async fn connect_worker(broker: &Broker, dir: &Path, extra: &[(&str, &str)]) -> 
     let mut keys = vec![("consumer.group.protocol", "classic")];
     keys.extend_from_slice(extra);
     let worker = worker_config_with(&broker.bootstrap, &support::worker_state_file(dir), &plugin_dir(), &keys);
-    Herder::start(worker, runtime()).await.unwrap()
-}
-
-fn runtime() -> Runtime {
-    test_runtime()
+    Herder::start(worker, test_runtime()).await.unwrap()
 }
 
 fn errors(infos: &ConfigInfos) -> Vec<(String, Vec<String>)> {

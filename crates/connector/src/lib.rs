@@ -17,8 +17,8 @@ mod topics_regex;
 mod version_range;
 
 pub use connect_names::{
-    Derived, DerivedKey, InstalledNames, answers_to, check as check_connect_names, connect_keys,
-    derive as derive_grants, grant_key,
+    DerivedKey, InstalledNames, answers_to, check as check_connect_names, connect_keys, derive as derive_grants,
+    grant_key,
 };
 pub use keys::{SHARE_GROUP_CONFIGS, connector_keys, looks_secret};
 pub use parse::check_key_count;
