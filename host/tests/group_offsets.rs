@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::cluster::Cluster;
 use support::herder::{plugin_dir, test_runtime, wait_running, worker_config, worker_config_with};
-use support::{assert_each_exactly_once, count_keys, file_sink_keys, produce, unique};
+use support::{assert_each_exactly_once, assert_none_lost, count_keys, file_sink_keys, produce, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -99,6 +99,80 @@ async fn a_classic_reset_deletes_the_group() {
     let written = file_sink_keys(dir.path(), "c");
     let counts = count_keys(&written);
     assert!(keys.iter().all(|k| counts.get(k) == Some(&2)) && counts.len() == keys.len(), "each twice: {counts:?}");
+    herder.shutdown().await.unwrap();
+}
+
+/// A classic task holds every record of a topic when another member joins
+/// its group and leaves again: two rebalances. The task forgets the records
+/// of partitions taken away (their new owner starts from the last commit,
+/// which the held records kept back), so that once it has them all again it
+/// holds each record once; when it flushes, every record is written and the
+/// duplicates are exactly the records forgotten (the sink held them too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_classic_task_forgets_the_records_of_partitions_taken_away() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use std::sync::atomic::Ordering::Relaxed;
+    let broker = Cluster::start_or_env("SOURCE");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique("taken");
+    broker.create_topic(&topic, 4).await;
+    let herder = herder_on(&broker.bootstrap, dir.path()).await;
+    let classic = [
+        ("consumer.override.group.protocol", "classic"),
+        ("consumer.override.session.timeout.ms", "6000"),
+        ("flush.interval.ms", "600000"),
+    ];
+    let config = support::file_sink_config("taken", &topic, dir.path(), "taken", &classic);
+    herder.create("taken".into(), config, None).await.unwrap();
+    wait_running(&herder, "taken", 1).await;
+    let keys = produce(&broker.bootstrap, &topic, 40).await;
+    let metrics = herder.task_metrics().await.unwrap().into_iter().find(|m| m.connector == "taken").unwrap().metrics;
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.in_flight.load(Relaxed) < 40 {
+        assert!(Instant::now() < deadline, "the task never held the 40 records: {metrics:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A second member takes some partitions (and commits nothing), then leaves.
+    let joiner: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.bootstrap)
+        .set("group.id", "connect-taken")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .unwrap();
+    joiner.subscribe(&[&topic]).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while joiner.assignment().unwrap().count() == 0 || metrics.forgotten_at_rebalance.load(Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the group never gave the joiner partitions: {metrics:?}");
+        let _ = joiner.poll(Duration::from_millis(100));
+    }
+    joiner.unsubscribe();
+    let _ = joiner.poll(Duration::from_millis(100));
+    drop(joiner);
+
+    // Every forgotten record comes again, once.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (polled, forgotten) = (metrics.polled.load(Relaxed), metrics.forgotten_at_rebalance.load(Relaxed));
+        if polled == 40 + forgotten && metrics.in_flight.load(Relaxed) == 40 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the rebalances the task should hold each of the 40 records once: {polled} polled, {forgotten} \
+             forgotten, {} in flight",
+            metrics.in_flight.load(Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    herder.stop("taken".into()).await.unwrap();
+    let forgotten = metrics.forgotten_at_rebalance.load(Relaxed) as usize;
+    let duplicates =
+        assert_none_lost(&file_sink_keys(dir.path(), "taken"), &keys, "a classic task through two rebalances");
+    assert_eq!(duplicates, forgotten, "the duplicates are the records forgotten, which the sink held as well");
+    println!("{forgotten} records forgotten at the rebalances on {}", broker.description);
     herder.shutdown().await.unwrap();
 }
 

@@ -4,7 +4,9 @@
 //! A classic group has no per-record acknowledgement, so this source emulates
 //! one: RELEASE puts a record back into a local queue for redelivery, and the
 //! committed position of a partition never passes its oldest record that is
-//! still being processed.
+//! still being processed. The task owns the set of those records
+//! ([`Unfinished`]); this source asks it for the oldest per partition when
+//! it polls and when it commits, and keeps only positions.
 //!
 //! Exactly-once (a transactional [`TargetCluster`]): positions are committed
 //! in the target's transaction instead of the source group, read back from
@@ -23,26 +25,39 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-type Partition = (String, i32);
+/// A topic and a partition of it.
+pub type Partition = (String, i32);
 
-/// Per partition, what was handed out and what is still unfinished: the one
-/// owner of the source's state, shared with the rebalance callback.
+/// The records a task still works on (given to its sink, held, waiting for
+/// a retry): the task owns that set, and the source asks it for the oldest
+/// offset of a partition there, below which a commit must stay.
+pub trait Unfinished: Sync {
+    fn oldest(&self, topic: &str, partition: i32) -> Option<i64>;
+}
+
+/// Per partition, how far records were handed out and what may be
+/// committed: the one owner of the source's positions, shared with the
+/// rebalance callback.
 #[derive(Default)]
 struct Positions {
-    /// Offsets handed out and not yet acknowledged.
-    in_flight: HashMap<Partition, BTreeSet<i64>>,
     /// The offset after the highest one handed out.
     next_offset: HashMap<Partition, i64>,
+    /// What a rebalance may commit: the durable position when the current
+    /// poll began (a rebalance runs inside a poll, where the task's records
+    /// cannot be asked), or since raised by a commit. Never ahead of the
+    /// true durable position, which only grows until a rewind.
+    floor: HashMap<Partition, i64>,
     /// Released records, handed out again before anything new.
     redeliver: VecDeque<ConsumedRecord>,
     /// The last position committed, to skip no-op commits.
     committed: HashMap<Partition, i64>,
-    /// Partitions forgotten so far: tells `poll` whether a rebalance ran.
-    revoked: u64,
+    /// Partitions the group took away, until the task took the list (its
+    /// records of them are no longer its own).
+    revoked: Vec<Partition>,
     /// Exactly-once: the first offset handed out per partition since it was
     /// assigned, where a rewind goes when nothing was committed yet.
     first_offset: HashMap<Partition, i64>,
@@ -54,36 +69,49 @@ struct Positions {
 }
 
 impl Positions {
-    fn track(&mut self, record: &ConsumedRecord) {
-        self.in_flight.entry((record.topic.clone(), record.partition)).or_default().insert(record.offset);
-    }
-
     /// The offset below which everything of `partition` was acknowledged:
-    /// records still in flight (held by the sink) or released keep it back.
-    fn durable(&self, partition: &Partition) -> Option<i64> {
+    /// records the task still works on or released ones keep it back.
+    fn durable(&self, partition: &Partition, unfinished: &dyn Unfinished) -> Option<i64> {
         let next = *self.next_offset.get(partition)?;
         let released = self.redeliver.iter().filter(|r| (&r.topic, r.partition) == (&partition.0, partition.1));
-        let oldest_pending = self.in_flight.get(partition).and_then(|p| p.first().copied());
-        Some(released.map(|r| r.offset).chain(oldest_pending).min().unwrap_or(next))
+        let oldest = unfinished.oldest(&partition.0, partition.1);
+        Some(released.map(|r| r.offset).chain(oldest).min().unwrap_or(next))
     }
 
-    /// The durable positions of `partitions` that differ from the last commit.
-    fn to_commit<'a>(&self, partitions: impl Iterator<Item = &'a Partition>) -> Vec<(Partition, i64)> {
+    /// The durable positions of every partition held that differ from the
+    /// last commit.
+    fn to_commit(&self, unfinished: &dyn Unfinished) -> Vec<(Partition, i64)> {
+        let durable = self.next_offset.keys().filter_map(|p| Some((p.clone(), self.durable(p, unfinished)?)));
+        durable.filter(|(p, position)| self.committed.get(p) != Some(position)).collect()
+    }
+
+    /// What a rebalance commits of `partitions`: their floors, where they
+    /// differ from the last commit.
+    fn floors<'a>(&self, partitions: impl Iterator<Item = &'a Partition>) -> Vec<(Partition, i64)> {
         partitions
-            .filter_map(|p| Some((p.clone(), self.durable(p)?)))
+            .filter_map(|p| Some((p.clone(), *self.floor.get(p)?)))
             .filter(|(p, position)| self.committed.get(p) != Some(position))
             .collect()
+    }
+
+    /// A commit of `position` went through (unless the partition was
+    /// revoked meanwhile).
+    fn mark_committed(&mut self, partition: Partition, position: i64) {
+        if self.next_offset.contains_key(&partition) {
+            self.floor.insert(partition.clone(), position);
+            self.committed.insert(partition, position);
+        }
     }
 
     /// The partition is no longer ours: its new owner starts from what was
     /// committed, so nothing of it may linger here.
     fn forget(&mut self, partition: &Partition) {
-        self.in_flight.remove(partition);
         self.next_offset.remove(partition);
+        self.floor.remove(partition);
         self.committed.remove(partition);
         self.first_offset.remove(partition);
         self.redeliver.retain(|r| (&r.topic, r.partition) != (&partition.0, partition.1));
-        self.revoked += 1;
+        self.revoked.push(partition.clone());
     }
 }
 
@@ -139,15 +167,14 @@ impl ConsumerContext for RebalanceTracker {
             // kept ones too, so it commits all their positions.
             let durable = {
                 let positions = self.positions.lock().unwrap();
-                let held: Vec<Partition> = positions.next_offset.keys().cloned().collect();
-                positions.to_commit(held.iter())
+                positions.floors(positions.next_offset.keys())
             };
             let settled = settle_before_handing_over(target, &durable, self.patience);
             let mut positions = self.positions.lock().unwrap();
             match settled {
                 Ok(TxnOutcome::Committed(offsets)) => {
                     for (partition, position) in offsets {
-                        positions.committed.insert(partition, position);
+                        positions.mark_committed(partition, position);
                     }
                 }
                 Ok(TxnOutcome::Aborted(why)) => {
@@ -168,7 +195,7 @@ impl ConsumerContext for RebalanceTracker {
             positions
         } else {
             let positions = self.positions.lock().unwrap();
-            let durable = positions.to_commit(revoked.iter());
+            let durable = positions.floors(revoked.iter());
             let committed = match durable.is_empty() {
                 true => Ok(()),
                 false => offset_list(&durable)
@@ -327,26 +354,32 @@ impl ClassicSource {
     }
 
     /// Released records first, then whatever arrives within `timeout`.
-    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>> {
-        {
+    /// `unfinished` are the task's records, which keep back what a
+    /// rebalance during this poll may commit.
+    pub async fn poll(&mut self, timeout: Duration, unfinished: &dyn Unfinished) -> Result<Vec<ConsumedRecord>> {
+        let mut revoked_seen = {
             let mut positions = self.positions.lock().unwrap();
             if let Some(failure) = positions.failure.take() {
                 bail!("{failure}");
             }
             let batch: Vec<ConsumedRecord> = positions.redeliver.drain(..).collect();
             if !batch.is_empty() {
-                for record in &batch {
-                    positions.track(record);
-                }
                 return Ok(batch);
             }
-        }
+            let floors: Vec<(Partition, i64)> = positions
+                .next_offset
+                .keys()
+                .filter_map(|p| Some((p.clone(), positions.durable(p, unfinished)?)))
+                .collect();
+            positions.floor.extend(floors);
+            positions.revoked.len()
+        };
         let mut batch = Vec::new();
-        let revoked_before = self.positions.lock().unwrap().revoked;
         let deadline = tokio::time::Instant::now() + timeout;
         while batch.len() < self.max_records {
             // A rebalance runs inside recv(): what it revokes is forgotten
-            // there, before any record of the new assignment is tracked.
+            // there, and the records of it received before are dropped
+            // below; the new owner gets them from the last commit.
             let next = if batch.is_empty() {
                 tokio::time::timeout_at(deadline, self.consumer.recv()).await
             } else {
@@ -377,22 +410,28 @@ impl ClassicSource {
             };
             let record = convert(&message);
             let mut positions = self.positions.lock().unwrap();
-            positions.track(&record);
+            if positions.revoked.len() > revoked_seen {
+                let revoked = &positions.revoked[revoked_seen..];
+                batch.retain(|r: &ConsumedRecord| !revoked.iter().any(|(t, p)| (t, *p) == (&r.topic, r.partition)));
+                revoked_seen = positions.revoked.len();
+            }
             let partition = (record.topic.clone(), record.partition);
             positions.first_offset.entry(partition.clone()).or_insert(record.offset);
             positions.next_offset.insert(partition, record.offset + 1);
             batch.push(record);
         }
-        // Records of partitions revoked after they were received are no
-        // longer ours: the new owner gets them from the last commit.
         let positions = self.positions.lock().unwrap();
-        if positions.revoked == revoked_before {
-            return Ok(batch);
+        if positions.revoked.len() > revoked_seen {
+            let revoked = &positions.revoked[revoked_seen..];
+            batch.retain(|r| !revoked.iter().any(|(t, p)| (t, *p) == (&r.topic, r.partition)));
         }
-        batch.retain(|r| {
-            positions.in_flight.get(&(r.topic.clone(), r.partition)).is_some_and(|p| p.contains(&r.offset))
-        });
         Ok(batch)
+    }
+
+    /// Partitions the group took away since the last call: the task's
+    /// records of them are no longer its own.
+    pub fn take_revoked(&mut self) -> Vec<Partition> {
+        std::mem::take(&mut self.positions.lock().unwrap().revoked)
     }
 
     fn warn_missing_topic(&mut self, code: RDKafkaErrorCode) {
@@ -403,13 +442,15 @@ impl ClassicSource {
         }
     }
 
+    /// The task settled a record: a released one is handed out again; the
+    /// others leave the task's set, which moves the durable position.
     pub fn acknowledge(&mut self, record: &ConsumedRecord, ack: AckType) -> Result<()> {
         let mut positions = self.positions.lock().unwrap();
-        let partition = (record.topic.clone(), record.partition);
-        let tracked = positions.in_flight.get_mut(&partition).is_some_and(|pending| pending.remove(&record.offset));
-        if !tracked {
+        if !positions.next_offset.contains_key(&(record.topic.clone(), record.partition)) {
+            // The task forgets such records when it takes the revoked
+            // partitions; this guards the redelivery queue all the same.
             bail!(
-                "{}-{}@{} is not in flight (its partition was revoked)",
+                "{}-{}@{} is no longer this task's (its partition was revoked)",
                 record.topic,
                 record.partition,
                 record.offset
@@ -424,12 +465,13 @@ impl ClassicSource {
     }
 
     /// Commits, per partition, the offset below which everything was
-    /// acknowledged. Records still in flight (held by the sink, or released)
-    /// keep it back, so a crash means their redelivery.
-    pub async fn commit(&mut self) -> Result<Committed> {
+    /// acknowledged. The task's `unfinished` records (held by the sink,
+    /// retried) and released ones keep it back, so a crash means their
+    /// redelivery.
+    pub async fn commit(&mut self, unfinished: &dyn Unfinished) -> Result<Committed> {
         let (positions, rewind) = {
             let mut positions = self.positions.lock().unwrap();
-            (positions.to_commit(positions.next_offset.keys()), positions.rewind.take())
+            (positions.to_commit(unfinished), positions.rewind.take())
         };
         if let Some(rewind) = rewind {
             return self.rewind(rewind).await;
@@ -447,10 +489,7 @@ impl ClassicSource {
             .context("committing offsets")?;
         let mut current = self.positions.lock().unwrap();
         for (partition, position) in positions {
-            // Unless revoked meanwhile.
-            if current.next_offset.contains_key(&partition) {
-                current.committed.insert(partition, position);
-            }
+            current.mark_committed(partition, position);
         }
         Ok(Committed::Done)
     }
@@ -468,9 +507,7 @@ impl ClassicSource {
             TxnOutcome::Committed(offsets) => {
                 let mut current = self.positions.lock().unwrap();
                 for (partition, position) in offsets {
-                    if current.next_offset.contains_key(&partition) {
-                        current.committed.insert(partition, position);
-                    }
+                    current.mark_committed(partition, position);
                 }
                 Ok(Committed::Done)
             }
@@ -522,7 +559,7 @@ impl ClassicSource {
                 .seek(topic, *partition, Offset::Offset(*offset), Duration::from_secs(10))
                 .with_context(|| format!("rewinding {topic}-{partition} to {offset}"))?;
         }
-        current.in_flight.clear();
+        current.floor.clear();
         current.redeliver.clear();
         current.next_offset.clear();
         current.first_offset.clear();
@@ -531,8 +568,8 @@ impl ClassicSource {
 
     /// Commits, then leaves the group at once, so that a stopped connector's
     /// group is empty now rather than after the session timeout.
-    pub async fn close(mut self) -> Result<()> {
-        let committed = self.commit().await;
+    pub async fn close(mut self, unfinished: &dyn Unfinished) -> Result<()> {
+        let committed = self.commit(unfinished).await;
         self.consumer.unsubscribe();
         committed.map(|_| ())
     }

@@ -2,7 +2,8 @@
 //! with the stage it is in: the one owner of a record's state in the task.
 
 use spillway_kafka::ConsumedRecord;
-use std::collections::BTreeMap;
+use spillway_kafka::classic::Unfinished;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Where a record is between poll and acknowledgement.
@@ -31,6 +32,9 @@ pub(super) struct InFlight {
     records: BTreeMap<u64, Tracked>,
     next_id: u64,
     counts: Counts,
+    /// Per topic and partition, the offsets here and how many records have
+    /// each: a classic group commits below the oldest.
+    offsets: HashMap<String, HashMap<i32, BTreeMap<i64, u32>>>,
 }
 
 /// How many records are in the stages the loop asks about often.
@@ -56,8 +60,34 @@ impl InFlight {
         let id = self.next_id;
         self.next_id += 1;
         self.counts.add(&stage, 1);
+        self.index(&record, true);
         self.records.insert(id, Tracked { record, stage });
         id
+    }
+
+    /// Adds the record's offset to the index, or takes it out.
+    fn index(&mut self, record: &ConsumedRecord, add: bool) {
+        if add && !self.offsets.contains_key(&record.topic) {
+            self.offsets.insert(record.topic.clone(), HashMap::new());
+        }
+        let Some(topic) = self.offsets.get_mut(&record.topic) else { return };
+        let partition = topic.entry(record.partition).or_default();
+        if add {
+            *partition.entry(record.offset).or_default() += 1;
+            return;
+        }
+        if let Some(count) = partition.get_mut(&record.offset) {
+            *count -= 1;
+            if *count == 0 {
+                partition.remove(&record.offset);
+            }
+        }
+        if partition.is_empty() {
+            topic.remove(&record.partition);
+            if topic.is_empty() {
+                self.offsets.remove(&record.topic);
+            }
+        }
     }
 
     pub fn get(&self, id: u64) -> Option<&Tracked> {
@@ -82,7 +112,22 @@ impl InFlight {
     pub fn remove(&mut self, id: u64) -> Option<ConsumedRecord> {
         let tracked = self.records.remove(&id)?;
         self.counts.add(&tracked.stage, -1);
+        self.index(&tracked.record, false);
         Some(tracked.record)
+    }
+
+    /// Forgets every record of `partitions` (no longer this task's); returns
+    /// how many there were.
+    pub fn forget_partitions(&mut self, partitions: &[(String, i32)]) -> usize {
+        let ids: Vec<u64> = self
+            .iter()
+            .filter(|(_, t)| partitions.iter().any(|(topic, p)| (topic, *p) == (&t.record.topic, t.record.partition)))
+            .map(|(id, _)| id)
+            .collect();
+        for id in &ids {
+            self.remove(*id);
+        }
+        ids.len()
     }
 
     pub fn len(&self) -> usize {
@@ -117,6 +162,12 @@ impl InFlight {
     }
 }
 
+impl Unfinished for InFlight {
+    fn oldest(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.offsets.get(topic)?.get(&partition)?.keys().next().copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +193,24 @@ mod tests {
         assert!(!f.set_stage(a, Stage::Delivered), "a removed record is unknown");
         f.admit(record(2), Stage::Waiting);
         assert!(f.is_retrying(), "a waiting record is put with the retried ones");
+    }
+
+    #[test]
+    fn the_oldest_offset_per_partition_follows_admissions_and_removals() {
+        let mut f = InFlight::default();
+        let at = |topic: &str, partition, offset| ConsumedRecord::without_payload(topic, partition, offset);
+        let a = f.admit(at("t", 0, 7), Stage::Delivered);
+        let b = f.admit(at("t", 0, 5), Stage::Delivered);
+        let c = f.admit(at("t", 1, 9), Stage::Delivered);
+        let again = f.admit(at("t", 0, 5), Stage::Waiting);
+        assert_eq!((f.oldest("t", 0), f.oldest("t", 1), f.oldest("u", 0)), (Some(5), Some(9), None));
+        f.remove(b);
+        assert_eq!(f.oldest("t", 0), Some(5), "a second record at offset 5 keeps it");
+        f.remove(again);
+        assert_eq!(f.oldest("t", 0), Some(7));
+        assert_eq!(f.forget_partitions(&[("t".into(), 1)]), 1);
+        assert!(f.get(c).is_none() && f.oldest("t", 1).is_none());
+        f.remove(a);
+        assert!(f.oldest("t", 0).is_none() && f.offsets.is_empty(), "an emptied partition leaves no entry");
     }
 }

@@ -44,6 +44,9 @@ pub struct TaskMetrics {
     pub resent_while_held: AtomicU64,
     /// Batches fetched while `put()` ran (the plugin was the slower side).
     pub fetched_during_put: AtomicU64,
+    /// Classic groups: records of partitions revoked while the task had
+    /// them, forgotten (their new owner delivers them again).
+    pub forgotten_at_rebalance: AtomicU64,
     /// Flushes the host asked for, by [`FlushCause`].
     pub flushes: [AtomicU64; FlushCause::ALL.len()],
     /// Share groups: the broker's delivery rules as the task found them.

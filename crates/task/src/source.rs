@@ -2,8 +2,8 @@
 //! one face of poll, acknowledge and commit.
 
 use anyhow::{Result, bail};
-use spillway_kafka::classic::ClassicSource;
 pub use spillway_kafka::classic::Committed;
+use spillway_kafka::classic::{ClassicSource, Partition, Unfinished};
 use spillway_kafka::share::{ShareConsumer, TopicPartition};
 use spillway_kafka::{AckType, ConsumedRecord};
 use std::time::{Duration, Instant};
@@ -14,10 +14,23 @@ pub enum Source {
 }
 
 impl Source {
-    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumedRecord>> {
+    /// `unfinished`, the task's records, keep a classic group's commits
+    /// back (a share group acknowledges record by record).
+    pub async fn poll(&mut self, timeout: Duration, unfinished: &dyn Unfinished) -> Result<Vec<ConsumedRecord>> {
         match self {
             Source::Share(s) => Ok(s.poll(timeout).await?),
-            Source::Classic(s) => s.poll(timeout).await,
+            Source::Classic(s) => s.poll(timeout, unfinished).await,
+        }
+    }
+
+    /// Classic groups: partitions the group took away since the last call,
+    /// whose records the task must forget (their new owner starts from the
+    /// last commit). A share group's broker settles a moved partition's
+    /// records itself ([`Source::revoked_with_records`]).
+    pub fn take_revoked(&mut self) -> Vec<Partition> {
+        match self {
+            Source::Share(_) => Vec::new(),
+            Source::Classic(s) => s.take_revoked(),
         }
     }
 
@@ -100,7 +113,7 @@ impl Source {
     /// Share groups: `commitSync`, which fails if any partition's
     /// acknowledgements did not take effect. Classic: commits offsets, or,
     /// exactly-once, the transaction with them.
-    pub async fn commit(&mut self) -> Result<Committed> {
+    pub async fn commit(&mut self, unfinished: &dyn Unfinished) -> Result<Committed> {
         match self {
             Source::Share(s) => {
                 let result = s.commit_sync().await?;
@@ -112,17 +125,17 @@ impl Source {
                 Ok(Committed::Done)
             }
             Source::Classic(s) if s.is_exactly_once() => {
-                Ok(s.commit().await.unwrap_or_else(|e| Committed::Ended(format!("{e:#}"))))
+                Ok(s.commit(unfinished).await.unwrap_or_else(|e| Committed::Ended(format!("{e:#}"))))
             }
-            Source::Classic(s) => s.commit().await,
+            Source::Classic(s) => s.commit(unfinished).await,
         }
     }
 
     /// Leaves the group; a share consumer releases whatever it still holds.
-    pub async fn close(self) -> Result<()> {
+    pub async fn close(self, unfinished: &dyn Unfinished) -> Result<()> {
         match self {
             Source::Share(s) => Ok(s.close().await?),
-            Source::Classic(s) => s.close().await,
+            Source::Classic(s) => s.close(unfinished).await,
         }
     }
 }

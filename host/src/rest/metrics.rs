@@ -32,7 +32,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 14] = [
+const COUNTERS: [(&str, &str, Field); 15] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
@@ -66,6 +66,11 @@ const COUNTERS: [(&str, &str, Field); 14] = [
         "spillway_batches_fetched_during_put_total",
         "Batches fetched while put() ran (when put() is slower than a fetch).",
         |m| &m.fetched_during_put,
+    ),
+    (
+        "spillway_records_forgotten_at_rebalance_total",
+        "Classic groups: records of partitions revoked while the task had them; their new owner delivers them again.",
+        |m| &m.forgotten_at_rebalance,
     ),
 ];
 

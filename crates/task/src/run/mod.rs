@@ -132,8 +132,9 @@ impl TaskLoop {
                     let started = Instant::now();
                     let polled = tokio::select! {
                         _ = stop.cancelled() => return Ok(()),
-                        polled = self.source.poll(POLL_TIMEOUT) => polled?,
+                        polled = self.source.poll(POLL_TIMEOUT, &self.records) => polled?,
                     };
+                    self.forget_revoked();
                     if !polled.is_empty() {
                         self.last_poll = started.elapsed();
                     }
@@ -162,6 +163,20 @@ impl TaskLoop {
                 prefetched = None;
             }
         }
+    }
+
+    /// Classic groups: the records of partitions the group took away are no
+    /// longer this task's (their new owner starts from the last commit), so
+    /// they are forgotten, not acknowledged or put again. A sink still
+    /// holding some may write them too: duplicates, counted.
+    fn forget_revoked(&mut self) {
+        let revoked = self.source.take_revoked();
+        if revoked.is_empty() {
+            return;
+        }
+        let forgotten = self.records.forget_partitions(&revoked);
+        self.metrics.forgotten_at_rebalance.fetch_add(forgotten as u64, Relaxed);
+        tracing::info!(task = self.name, partitions = ?revoked, records = forgotten, "partitions revoked; their records forgotten");
     }
 
     fn count_polled(&self, polled: &[ConsumedRecord]) {
@@ -230,7 +245,7 @@ impl TaskLoop {
             result
         };
         let beside = async {
-            let next = if prefetch { Some(source.poll(POLL_TIMEOUT).await) } else { None };
+            let next = if prefetch { Some(source.poll(POLL_TIMEOUT, records).await) } else { None };
             if let Some(wake) = renewing {
                 let fetched = match &next {
                     Some(Ok(fetched)) => fetched.as_slice(),
@@ -243,6 +258,9 @@ impl TaskLoop {
         let (result, next) = tokio::join!(put, beside);
         if next.is_some() {
             self.metrics.fetched_during_put.fetch_add(1, Relaxed);
+            // Before the outcomes: none of a revoked partition's may reach
+            // the source.
+            self.forget_revoked();
         }
         let elapsed = started.elapsed();
         self.last_put = elapsed;
@@ -549,7 +567,7 @@ impl TaskLoop {
     /// after a pause as for a failed put.
     pub(super) async fn commit(&mut self) -> Result<bool, Failure> {
         self.last_commit = Instant::now();
-        match self.source.commit().await {
+        match self.source.commit(&self.records).await {
             Ok(Committed::Done) => Ok(false),
             Ok(Committed::Rewound(why)) => {
                 let forgotten = self.records.ids();
@@ -635,7 +653,7 @@ impl TaskLoop {
         {
             tracing::warn!(task = self.name, error = %e, "plugin stop failed");
         }
-        if let Err(e) = self.source.close().await {
+        if let Err(e) = self.source.close(&self.records).await {
             tracing::warn!(task = self.name, error = format!("{e:#}"), "closing the consumer failed");
         }
     }
