@@ -12,6 +12,7 @@ use crate::capabilities::op::{OpKey, OpStats};
 use crate::connector::{ConnectorConfig, WorkerDefaults};
 use crate::runtime::{Plugin, Runtime};
 use crate::task::{self, ActiveTopics, Swap, TaskExit, TaskMetrics, TaskSpec};
+use futures::FutureExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -197,18 +198,32 @@ impl Worker {
         let span = tracing::info_span!("task", connector = %connector_name, task = task_id);
         let handle = tokio::spawn(tracing::Instrument::instrument(
             async move {
-                let exit = match task::start(&runtime, spec).await {
-                    Ok(task_loop) => {
-                        let _ = events.send(TaskEvent::Started {
-                            connector: connector_name.clone(),
-                            task: task_id,
-                            generation,
-                            swaps: task_loop.swap_sender(),
-                        });
-                        task_loop.run(task_stop).await
+                let (started, started_name) = (events.clone(), connector_name.clone());
+                let task = async move {
+                    match task::start(&runtime, spec).await {
+                        Ok(task_loop) => {
+                            let _ = started.send(TaskEvent::Started {
+                                connector: started_name,
+                                task: task_id,
+                                generation,
+                                swaps: task_loop.swap_sender(),
+                            });
+                            task_loop.run(task_stop).await
+                        }
+                        Err(e) => TaskExit::Failed(format!("{e:#}")),
                     }
-                    Err(e) => TaskExit::Failed(format!("{e:#}")),
                 };
+                // A panic in the host's task code fails the task, as an error
+                // would, rather than leave it listed as running: its records
+                // were not acknowledged, so they come again.
+                let exit = std::panic::AssertUnwindSafe(task).catch_unwind().await.unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic without a message");
+                    TaskExit::Failed(format!("the task panicked: {what}"))
+                });
                 let _ = events.send(TaskEvent::Exited { connector: connector_name, task: task_id, generation, exit });
             },
             span,
