@@ -23,6 +23,11 @@ install_test_services() {
   if ! python3 -c 'import confluent_kafka, sys; sys.exit(confluent_kafka.libversion()[0] < "2.16")' 2>/dev/null; then
     python3 -m pip install -q 'confluent-kafka==2.16.1'
   fi
+  # The Avro converter's tests produce with confluent-kafka's AvroSerializer
+  # (tests/support/avro-produce.py), which needs the avro and schemaregistry
+  # extras (fastavro, authlib, cachetools, attrs, httpx2).
+  python3 -c 'import confluent_kafka.schema_registry.avro' 2>/dev/null \
+    || python3 -m pip install -q 'confluent-kafka[avro,schemaregistry]==2.16.1'
   # The S3 sink's tests run against moto in server mode (tests/support/s3-server.py)
   # unless SPILLWAY_TEST_S3_ENDPOINT names another S3-compatible server.
   # The exact version: a machine may come with another one (5.2.1, seen
@@ -36,6 +41,9 @@ install_test_services() {
   # with Kafka Connect's file connector for the REST differential test
   # (which runs Connect beside Spillway whatever broker the tests use).
   scripts/connect.sh fetch
+  # Apicurio Registry, the Confluent-compatible Schema Registry that the Avro
+  # converter's tests run against (scripts/registry.sh), into the same cache.
+  scripts/registry.sh fetch
   # The REST API's fuzz test runs schemathesis against the OpenAPI document.
   python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install -q 'schemathesis>=4,<5'
   # The SQL sink's tests run against PostgreSQL and MariaDB from Debian, which

@@ -50,6 +50,9 @@ pub fn reach_of(raw: &BTreeMap<String, String>) -> Reach<'_> {
                     grants.entry((capability, name)).or_insert_with(|| GrantSettings { settings: BTreeMap::new() });
                 entry.settings.insert(setting, (key.as_str(), value.as_str()));
             }
+            None if key.ends_with(".converter.schema.registry.url") => {
+                reach.targets.extend(list().map(|url| (key.as_str(), Target::SchemaRegistryUrl(url.to_string()))))
+            }
             None => client_servers(key, value, &mut reach),
         }
     }

@@ -304,15 +304,33 @@ impl KeyDef {
             None => Ok(v),
         });
         value.map_err(|reason| {
-            let shown = if self.is_secret() { "[hidden]".to_string() } else { format!("'{raw}'") };
+            let shown = if self.is_secret() { "[hidden]".to_string() } else { format!("'{}'", without_userinfo(raw)) };
             format!("Invalid value {shown} for configuration {key}: {reason}")
         })
+    }
+}
+
+/// `raw` with the user and password of a URL in it hidden: a refusal
+/// quotes the value, and must not quote credentials.
+fn without_userinfo(raw: &str) -> std::borrow::Cow<'_, str> {
+    let Some(start) = raw.find("://").map(|i| i + 3) else { return raw.into() };
+    let authority_end = raw[start..].find(['/', '?', '#']).map_or(raw.len(), |i| start + i);
+    match raw[start..authority_end].rfind('@') {
+        Some(at) => format!("{}[hidden]{}", &raw[..start], &raw[start + at..]).into(),
+        None => raw.into(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_quotes_no_credentials_of_a_url() {
+        assert_eq!(without_userinfo("https://u:p@host:1/x@y"), "https://[hidden]@host:1/x@y");
+        assert_eq!(without_userinfo("https://host/a@b"), "https://host/a@b");
+        assert_eq!(without_userinfo("plain"), "plain");
+    }
 
     #[test]
     fn types_parse_as_connect_parses_them() {

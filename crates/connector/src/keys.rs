@@ -364,28 +364,48 @@ const READ_AS_IS: [&str; 3] = [
     "org.apache.kafka.connect.converters.ByteArrayConverter",
 ];
 
+/// Confluent's Avro converter, which the host runs: a record in
+/// Confluent's wire format is read with its schema from the Schema
+/// Registry into Connect's JSON envelope.
+pub const AVRO_CONVERTER: &str = "io.confluent.connect.avro.AvroConverter";
+
 /// Connect's `key.converter`, `value.converter` and `header.converter`,
-/// with JsonConverter's `schemas.enable`: the converters Spillway reads as
-/// they are, and a refusal that says why for those it does not read yet.
+/// with JsonConverter's `schemas.enable` and AvroConverter's registry: the
+/// converters Spillway runs or reads as they are, and a refusal that says
+/// why for those it does not read yet.
 fn converter_keys() -> Vec<KeyDef> {
     let converter = |role: &str, also: &'static [&'static str]| {
         let allowed: Vec<&'static str> = READ_AS_IS.iter().chain(also).copied().collect();
         let description = allowed.iter().map(|c| c.rsplit('.').next().unwrap_or(c)).collect::<Vec<_>>().join(", ");
+        let avro = also.contains(&AVRO_CONVERTER);
         let doc = format!(
             "Kafka Connect's {role} converter, named as in Connect. Spillway hands the plugin a record's {role} as the \
              bytes on the topic and its SDK reads JSON with or without Connect's schema envelope, so Connect's \
-             {description} need no conversion and are accepted; Avro, Protobuf and JSON Schema in Confluent's wire \
-             format (a Schema Registry) are refused until Spillway reads them. Unset: as Connect's default, bytes as \
-             they are."
+             JsonConverter, StringConverter and ByteArrayConverter need no conversion and are accepted.{} Protobuf \
+             and JSON Schema in Confluent's wire format are refused until Spillway reads them. Unset: as Connect's \
+             default, bytes as they are.",
+            if avro {
+                format!(
+                    " AvroConverter runs in the host: a {role} in Confluent's wire format is read with its schema \
+                     (fetched by id from {role}.converter.schema.registry.url) and handed to the plugin as \
+                     JsonConverter writes it, schema and payload; one that does not read goes to the dead-letter \
+                     queue (stage {}_CONVERTER).",
+                    role.to_ascii_uppercase()
+                )
+            } else {
+                String::new()
+            }
         );
         KeyDef::new(&format!("{role}.converter"), Type::String, Importance::Low, &doc).with_validator(Validator::new(
             format!("{description} (their Connect class names)"),
             move |value| match value {
                 Value::String(class) if class.trim().is_empty() || allowed.contains(&class.trim()) => Ok(()),
                 Value::String(class) if ["Avro", "Protobuf", "JsonSchema"].iter().any(|f| class.contains(f)) => {
-                    Err("records in Confluent's wire format need a Schema Registry, which Spillway does not read yet: \
-                     write JSON, strings or bytes to the topic"
-                        .into())
+                    Err(format!(
+                        "Spillway reads no {} in Confluent's wire format yet{}",
+                        class.trim().rsplit('.').next().unwrap_or_default(),
+                        if avro { format!(" (it runs {AVRO_CONVERTER})") } else { String::new() }
+                    ))
                 }
                 _ => Err(format!("not a converter Spillway reads; one of {}", allowed.join(", "))),
             },
@@ -398,13 +418,60 @@ fn converter_keys() -> Vec<KeyDef> {
         );
         KeyDef::new(&format!("{role}.converter.schemas.enable"), Type::Boolean, Importance::Low, &doc)
     };
-    vec![
-        converter("key", &[]),
-        schemas("key"),
-        converter("value", &[]),
-        schemas("value"),
-        converter("header", &["org.apache.kafka.connect.storage.SimpleHeaderConverter"]),
-    ]
+    let registry = |role: &str| {
+        let doc = format!(
+            "AvroConverter's Schema Registry for the {role}: its base URL (http or https; Confluent's API, e.g. \
+             Apicurio's /apis/ccompat/v7). The host fetches schemas from it by id, so it must lie under the \
+             worker's policy.schema.registry.urls. Credentials go in {role}.converter.basic.auth.user.info, not \
+             in the URL."
+        );
+        KeyDef::new(&format!("{role}.converter.schema.registry.url"), Type::String, Importance::Low, &doc)
+            .with_validator(Validator::new("an http or https URL without credentials", check_registry_url))
+    };
+    let user_info = |role: &str| {
+        let doc = format!(
+            "AvroConverter's user:password for the {role}'s Schema Registry (Confluent's basic.auth.user.info), \
+             sent as HTTP basic authentication; it stays in the host."
+        );
+        KeyDef::new(&format!("{role}.converter.basic.auth.user.info"), Type::Password, Importance::Low, &doc)
+    };
+    let source = |role: &str| {
+        let doc = format!(
+            "Confluent's basic.auth.credentials.source for the {role}'s Schema Registry: USER_INFO, the \
+             credentials of {role}.converter.basic.auth.user.info (the only source Spillway reads: a URL with \
+             credentials would show them wherever the config is shown)."
+        );
+        KeyDef::new(&format!("{role}.converter.basic.auth.credentials.source"), Type::String, Importance::Low, &doc)
+            .with_validator(Validator::new("USER_INFO", |value| match value {
+                Value::String(s) if s.trim().is_empty() || s.trim() == "USER_INFO" => Ok(()),
+                _ => Err("only USER_INFO: give the credentials in basic.auth.user.info".into()),
+            }))
+    };
+    let mut keys = Vec::new();
+    for role in ["key", "value"] {
+        keys.extend([converter(role, &[AVRO_CONVERTER]), schemas(role), registry(role), user_info(role), source(role)]);
+    }
+    keys.push(converter("header", &["org.apache.kafka.connect.storage.SimpleHeaderConverter"]));
+    keys
+}
+
+/// A registry's URL: http or https, and no credentials, which would show
+/// wherever the config is shown.
+fn check_registry_url(value: &Value) -> Result<(), String> {
+    let Value::String(text) = value else { return Ok(()) };
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    let url = url::Url::parse(text.trim()).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("a {} URL; the registry is reached over http or https", url.scheme()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("credentials in the URL would show wherever the config is shown: give them in \
+                    basic.auth.user.info"
+            .into());
+    }
+    Ok(())
 }
 
 fn check_digest(digest: &str) -> Result<(), String> {

@@ -28,6 +28,7 @@ pub use version_range::VersionRange;
 
 use spillway_capabilities::Grants;
 use spillway_config::ConfigProviders;
+pub use spillway_converters::RegistryConfig;
 use spillway_kafka::clients::ClientSettings;
 use spillway_policy::GrantPolicy;
 use spillway_runtime::Limits;
@@ -92,6 +93,17 @@ pub struct ConnectorConfig {
     pub raw: BTreeMap<String, String>,
     /// The grant settings derived from Connect's keys.
     pub derived: Vec<DerivedKey>,
+    pub converters: Converters,
+}
+
+/// The converters the host runs for a connector's records: for the key
+/// and the value, AvroConverter's registry, or `None` for the bytes as
+/// they are on the topic (JsonConverter, StringConverter, ByteArrayConverter
+/// or none).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Converters {
+    pub key: Option<RegistryConfig>,
+    pub value: Option<RegistryConfig>,
 }
 
 /// Which installed build of its plugin a connector runs: the newest that

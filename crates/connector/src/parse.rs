@@ -3,7 +3,7 @@
 //! policy, and every problem reported with no secret in its message.
 
 use super::connect_names;
-use super::keys::{REFRESH_KEY, SHARE_GROUP_CONFIGS};
+use super::keys::{AVRO_CONVERTER, REFRESH_KEY, SHARE_GROUP_CONFIGS};
 use super::*;
 use regex::Regex;
 use spillway_capabilities as capabilities;
@@ -118,6 +118,27 @@ impl ConnectorConfig {
                 "must not be one of the connector's own topics, and topics.regex matches it",
             );
         }
+        let mut registry = |role: &str| {
+            if values.string(&format!("{role}.converter")).trim() != AVRO_CONVERTER {
+                return None;
+            }
+            let url_key = format!("{role}.converter.schema.registry.url");
+            match values.string(&url_key).trim() {
+                // A refused URL reads as unset; the table reported it.
+                "" if given(&url_key) => None,
+                "" => {
+                    problem(&url_key, "AvroConverter reads each record's schema from a Schema Registry: give its URL");
+                    None
+                }
+                url => Some(RegistryConfig {
+                    url: url.to_string(),
+                    user_info: Some(values.password(&format!("{role}.converter.basic.auth.user.info")))
+                        .filter(|u| !u.is_empty())
+                        .map(String::from),
+                }),
+            }
+        };
+        let converters = Converters { key: registry("key"), value: registry("value") };
         // Connect's keys for stages not built here are refused, not passed
         // over: records would reach the plugin untransformed.
         for key in ["transforms", "predicates"] {
@@ -230,6 +251,7 @@ impl ConnectorConfig {
             worker_topics: worker.policy.worker_topics().to_vec(),
             raw: raw.clone(),
             derived: Vec::new(),
+            converters,
         };
         problems.extend(client_problems);
         if problems.is_empty() { Ok(config) } else { Err(problems) }

@@ -354,8 +354,9 @@ fn grant_credentials_are_secret_and_nothing_else_is() {
         assert!(keys.is_secret(key), "{key}");
     }
     let secret_entries: Vec<&str> = keys.keys().iter().filter(|k| k.is_secret()).map(|k| k.name()).collect();
-    // Eight of grants, three per kind of Kafka client.
-    assert_eq!(secret_entries.len(), 17, "{secret_entries:?}");
+    // Eight of grants, three per kind of Kafka client, a registry's
+    // credentials per converter (key, value).
+    assert_eq!(secret_entries.len(), 19, "{secret_entries:?}");
     for key in [
         "plugin.grant.fs.logs.path",
         "plugin.grant.env.TOKEN",
@@ -378,26 +379,55 @@ fn readme_documents_the_table() {
 }
 
 /// Connect's converters whose output the SDK reads as it is are accepted by
-/// their class names; those of Confluent's wire format are refused, saying
-/// why, rather than let Avro bytes reach a sink that reads JSON.
+/// their class names, and AvroConverter, which the host runs, with its
+/// registry; the other converters of Confluent's wire format are refused,
+/// saying why, rather than let their bytes reach a sink that reads JSON.
 #[test]
-fn converters_spillway_reads_as_they_are_pass_and_the_schema_registrys_are_refused() {
+fn converters_spillway_reads_or_runs_pass_and_the_others_are_refused() {
     let json = "org.apache.kafka.connect.json.JsonConverter";
+    let avro = "io.confluent.connect.avro.AvroConverter";
     let ok = config(&[
         ("key.converter", "org.apache.kafka.connect.storage.StringConverter"),
         ("value.converter", json),
         ("value.converter.schemas.enable", "false"),
         ("header.converter", "org.apache.kafka.connect.storage.SimpleHeaderConverter"),
     ]);
-    assert!(ConnectorConfig::parse(&ok, &Default::default()).is_ok());
+    assert_eq!(ConnectorConfig::parse(&ok, &Default::default()).unwrap().converters, Converters::default());
+    let with_registry = config(&[
+        ("value.converter", avro),
+        ("value.converter.schema.registry.url", "https://registry:8081/apis/ccompat/v7"),
+        ("value.converter.basic.auth.credentials.source", "USER_INFO"),
+        ("value.converter.basic.auth.user.info", "reader:s3cret"),
+    ]);
+    let parsed = ConnectorConfig::parse(&with_registry, &Default::default()).unwrap();
+    let registry =
+        RegistryConfig { url: "https://registry:8081/apis/ccompat/v7".into(), user_info: Some("reader:s3cret".into()) };
+    assert_eq!(parsed.converters, Converters { key: None, value: Some(registry) });
+    assert!(connector_keys().is_secret("value.converter.basic.auth.user.info"), "credentials stay in the host");
+
     let problems = problems_of(&config(&[
-        ("value.converter", "io.confluent.connect.avro.AvroConverter"),
-        ("key.converter", "com.example.MyConverter"),
+        ("value.converter", "io.confluent.connect.protobuf.ProtobufConverter"),
+        ("key.converter", avro),
+        ("header.converter", avro),
     ]));
+    let mut problems = problems;
+    problems.sort();
     let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["key.converter", "value.converter"], "{problems:#?}");
-    assert!(problems[0].1.contains("not a converter Spillway reads"), "{problems:#?}");
-    assert!(problems[1].1.contains("Schema Registry"), "{problems:#?}");
+    assert_eq!(keys, ["header.converter", "key.converter.schema.registry.url", "value.converter"], "{problems:#?}");
+    assert!(problems[0].1.contains("reads no AvroConverter"), "{problems:#?}");
+    assert!(problems[1].1.contains("give its URL"), "{problems:#?}");
+    assert!(problems[2].1.contains("reads no ProtobufConverter") && problems[2].1.contains(avro), "{problems:#?}");
+    let problems = problems_of(&config(&[
+        ("value.converter", avro),
+        ("value.converter.schema.registry.url", "https://reader:s3cret@registry:8081"),
+        ("key.converter", avro),
+        ("key.converter.schema.registry.url", "file:///etc/passwd"),
+    ]));
+    assert!(problems.iter().all(|(_, m)| !m.contains("s3cret")), "a refusal shows no credentials: {problems:#?}");
+    let mut problems = problems;
+    problems.sort();
+    let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["key.converter.schema.registry.url", "value.converter.schema.registry.url"], "{problems:#?}");
 }
 
 #[test]

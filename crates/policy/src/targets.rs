@@ -18,6 +18,8 @@ pub enum Target {
     SqlUrl(String),
     /// One server of a kafka grant's `bootstrap.servers`.
     KafkaServer(String),
+    /// A converter's Schema Registry, which the host itself reaches.
+    SchemaRegistryUrl(String),
 }
 
 impl Target {
@@ -31,7 +33,7 @@ impl Target {
         };
         match self {
             Target::ObjectStoreEndpoint(Some(endpoint)) => of_url(endpoint),
-            Target::SqlUrl(url) => of_url(url),
+            Target::SqlUrl(url) | Target::SchemaRegistryUrl(url) => of_url(url),
             Target::KafkaServer(server) => {
                 server.rsplit_once(':').map(|(host, _)| host).into_iter().map(String::from).collect()
             }
@@ -54,6 +56,7 @@ pub struct TargetPolicy {
     pub object_store_endpoints: Vec<String>,
     pub sql_urls: Vec<UrlPattern>,
     pub kafka_servers: Vec<ServerPattern>,
+    pub schema_registry_urls: Vec<UrlPattern>,
 }
 
 impl TargetPolicy {
@@ -82,6 +85,10 @@ impl TargetPolicy {
         });
         each("policy.sql.urls", &mut |e| {
             policy.sql_urls.push(UrlPattern::parse(e)?);
+            Ok(())
+        });
+        each("policy.schema.registry.urls", &mut |e| {
+            policy.schema_registry_urls.push(UrlPattern::parse(e)?);
             Ok(())
         });
         each("policy.kafka.bootstrap.servers", &mut |e| {
@@ -123,6 +130,11 @@ impl TargetPolicy {
                     "policy.kafka.bootstrap.servers",
                     self.kafka_servers.iter().map(|p| p.text.clone()).collect(),
                 ),
+                Target::SchemaRegistryUrl(url) => (
+                    self.schema_registry_urls.is_empty() || self.schema_registry_urls.iter().any(|p| p.admits(url)),
+                    "policy.schema.registry.urls",
+                    self.schema_registry_urls.iter().map(|p| p.text.clone()).collect(),
+                ),
             };
             if let Some(host) = target.hosts().into_iter().find(|h| super::metadata::is_metadata_host(h))
                 && allowed.is_empty()
@@ -132,7 +144,10 @@ impl TargetPolicy {
             }
             if !admitted {
                 let what = match target {
-                    Target::ObjectStoreUrl(t) | Target::SqlUrl(t) | Target::KafkaServer(t) => t.clone(),
+                    Target::ObjectStoreUrl(t)
+                    | Target::SqlUrl(t)
+                    | Target::KafkaServer(t)
+                    | Target::SchemaRegistryUrl(t) => t.clone(),
                     Target::ObjectStoreEndpoint(Some(e)) => e.clone(),
                     Target::ObjectStoreEndpoint(None) => "AWS (no endpoint)".to_string(),
                 };
@@ -284,6 +299,7 @@ mod tests {
                 ServerPattern::parse("target-1:9092").unwrap(),
                 ServerPattern::parse("target-2:*").unwrap(),
             ],
+            schema_registry_urls: vec![UrlPattern::parse("https://registry:8081/").unwrap()],
         };
         let url = |u: &str| Target::ObjectStoreUrl(u.into());
         let server = |s: &str| Target::KafkaServer(s.into());
@@ -297,6 +313,8 @@ mod tests {
             ("plugin.grant.object-store.b.url", Target::ObjectStoreEndpoint(None)),
             ("plugin.grant.sql.c.url", Target::SqlUrl("postgres://db:5432/sink".into())),
             ("plugin.grant.sql.d.url", Target::SqlUrl("mysql://db:3306/sink".into())),
+            ("value.converter.schema.registry.url", Target::SchemaRegistryUrl("https://registry:8081/ccompat".into())),
+            ("key.converter.schema.registry.url", Target::SchemaRegistryUrl("https://registry:80/".into())),
         ];
         let problems = policy.check(&targets);
         let got: Vec<(&str, &str)> =
@@ -308,8 +326,15 @@ mod tests {
                 ("plugin.grant.object-store.b.url", "s3://other/x"),
                 ("plugin.grant.object-store.b.url", "AWS (no endpoint)"),
                 ("plugin.grant.sql.d.url", "mysql://db:3306/sink"),
+                ("key.converter.schema.registry.url", "https://registry:80/"),
             ]
         );
+        // The host itself reaches a registry: never the cloud's metadata
+        // service, unless the operator lists it.
+        let metadata =
+            vec![("value.converter.schema.registry.url", Target::SchemaRegistryUrl("http://169.254.169.254/".into()))];
+        let refused = TargetPolicy::default().check(&metadata);
+        assert_eq!(refused.len(), 1, "{refused:?}");
         assert!(problems[0].message.contains("policy.kafka.bootstrap.servers allows (target-1:9092, target-2:*)"));
         assert_eq!(TargetPolicy::default().check(&targets), [], "empty lists leave targets open");
     }

@@ -10,6 +10,9 @@ use spillway_kafka::producer::{OutgoingRecord, Producer};
 pub enum Stage {
     /// Fetched but undecodable (a corrupt record batch).
     Consume,
+    /// Its key or value did not read with the connector's converter.
+    KeyConverter,
+    ValueConverter,
     /// Rejected by the plugin, or still failing when retries ran out.
     Put,
 }
@@ -29,6 +32,8 @@ impl DeadLetterQueue {
             record.headers.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|b| b.to_vec()))).collect();
         let stage_name = match stage {
             Stage::Consume => "KAFKA_CONSUME",
+            Stage::KeyConverter => "KEY_CONVERTER",
+            Stage::ValueConverter => "VALUE_CONVERTER",
             Stage::Put => "TASK_PUT",
         };
         if self.context_headers {

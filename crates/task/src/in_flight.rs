@@ -94,6 +94,13 @@ impl InFlight {
         self.records.get(&id)
     }
 
+    /// Puts the record's key and value as its converters read them.
+    pub fn set_key_value(&mut self, id: u64, key: Option<bytes::Bytes>, value: Option<bytes::Bytes>) {
+        if let Some(tracked) = self.records.get_mut(&id) {
+            (tracked.record.key, tracked.record.value) = (key, value);
+        }
+    }
+
     /// Moves a record to `stage`; false if the id is unknown.
     pub fn set_stage(&mut self, id: u64, stage: Stage) -> bool {
         let Some(tracked) = self.records.get_mut(&id) else { return false };

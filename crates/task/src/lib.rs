@@ -1,6 +1,7 @@
 //! A sink task: one plugin instance fed by one group member.
 
 mod convert;
+mod converters;
 mod dead_letter;
 mod in_flight;
 pub mod metrics;
@@ -12,6 +13,7 @@ pub use run::{Swap, Swapped};
 pub use run::{TaskExit, TaskLoop};
 
 use anyhow::{Context, Result, anyhow, bail};
+use converters::Converting;
 use dead_letter::DeadLetterQueue;
 use in_flight::InFlight;
 use run::PluginSlot;
@@ -152,9 +154,11 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     let (group, protocol) = (&config.group_id, config.group_protocol);
     tracing::info!(task = name, group, ?protocol, "sink task finished initialization and start");
 
+    let converters = Converting::new(&config.converters)?;
     Ok(TaskLoop {
         name,
         config,
+        converters,
         source,
         plugin: PluginSlot { instance, metrics: spec.metrics.clone() },
         dlq,

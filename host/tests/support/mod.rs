@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod databases;
 pub mod herder;
 pub mod java;
+pub mod registry;
 pub mod worker;
 
 /// Where a test worker whose data is in `dir` keeps its state file: beside

@@ -15,6 +15,7 @@ mod swap;
 pub use swap::{Swap, Swapped};
 
 use super::convert::to_batch;
+use super::converters::Converting;
 use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage};
 use super::metrics::{FlushCause, TaskMetrics};
@@ -72,6 +73,8 @@ pub struct TaskLoop {
     pub(super) dlq: Option<DeadLetterQueue>,
     pub(super) metrics: Arc<TaskMetrics>,
     pub(super) records: InFlight,
+    /// The key's and value's converters the host runs (AvroConverter).
+    pub(super) converters: Converting,
     /// Consecutive rounds of `put()` that asked for a retry.
     pub(super) failed_rounds: u32,
     /// Share groups: the broker archives a record after this many deliveries.
@@ -210,13 +213,24 @@ impl TaskLoop {
     /// Takes fetched records into the task at `stage`; one that could not be
     /// decoded goes straight to rejection, as no plugin could write it.
     async fn admit(&mut self, records: Vec<ConsumedRecord>, stage: Stage) -> Result<Vec<u64>, Failure> {
-        let mut ids = Vec::with_capacity(records.len());
-        for record in records {
-            let unreadable = record.undecodable.clone();
-            let id = self.records.admit(record, stage.clone());
-            match unreadable {
-                Some(reason) => self.reject(id, reason, ErrorStage::Consume).await?,
-                None => ids.push(id),
+        // All are the task's before any is converted: a converter that
+        // fails the task leaves none outside the set, which releases them.
+        let admitted: Vec<(u64, Option<String>)> = records
+            .into_iter()
+            .map(|record| {
+                let unreadable = record.undecodable.clone();
+                (self.records.admit(record, stage.clone()), unreadable)
+            })
+            .collect();
+        let mut ids = Vec::with_capacity(admitted.len());
+        for (id, unreadable) in admitted {
+            if let Some(reason) = unreadable {
+                self.reject(id, reason, ErrorStage::Consume).await?;
+                continue;
+            }
+            match self.converters.convert(&mut self.records, id).await? {
+                Ok(()) => ids.push(id),
+                Err((stage, reason)) => self.reject(id, reason, stage).await?,
             }
         }
         Ok(ids)

@@ -486,6 +486,15 @@ pub fn worker_keys() -> &'static ConfigDef {
                     )
                     .with_default(""),
                     key(
+                        "policy.schema.registry.urls",
+                        Type::List,
+                        High,
+                        "URLs under which a connector's key.converter.schema.registry.url and \
+                         value.converter.schema.registry.url must lie (AvroConverter: the host fetches schemas \
+                         there), e.g. https://registry.internal:8081 (compared part by part); empty allows any.",
+                    )
+                    .with_default(""),
+                    key(
                         "policy.kafka.bootstrap.servers",
                         Type::List,
                         High,
