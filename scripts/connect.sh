@@ -19,6 +19,7 @@
 # so Connect's own FileStreamSinkConnector runs in the 4.4 runtime.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/processes.sh
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 CONNECT_FILE_VERSION="${CONNECT_FILE_VERSION:-4.2.0}"
@@ -65,17 +66,7 @@ JAVA
 }
 
 stop() {
-  [ -f "$dir/pid" ] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  stop_pidfile "$dir/pid"
 }
 
 start() {

@@ -30,6 +30,7 @@
 # SPILLWAY_KAFKA_CACHE the jar cache (default ~/.cache/spillway).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/processes.sh
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KAFKA_HEAP="${KAFKA_HEAP:--Xms256m -Xmx768m}"
@@ -59,14 +60,8 @@ if [ -n "$node" ] && [ ! -d "$dir/node-$node" ]; then die "no node $node in $dir
 if $authorizer && [ -z "$scram" ]; then die "--authorizer needs --scram: it authorizes the SCRAM user"; fi
 
 stop() {
-  local pid
   for pidfile in "$dir"/node-*/pid; do
-    [ -f "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
+    stop_pidfile "$pidfile"
   done
 }
 
@@ -91,10 +86,6 @@ EOF
   mvn -q -B -Dstyle.color=never -f "$CACHE/pom.xml" dependency:copy-dependencies -DoutputDirectory="$CACHE/libs" >&2 \
     || die "Maven could not fetch Apache Kafka $KAFKA_VERSION"
   touch "$CACHE/complete"
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 # A CA, a broker certificate for 127.0.0.1 and localhost, a client certificate.

@@ -22,6 +22,7 @@
 # SPILLWAY_KAFKA_CACHE the cache (default ~/.cache/spillway).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/processes.sh
 
 APICURIO_VERSION="${APICURIO_VERSION:-2.6.13.Final}"
 CACHE="${SPILLWAY_KAFKA_CACHE:-$HOME/.cache/spillway}/apicurio-registry-$APICURIO_VERSION"
@@ -56,17 +57,7 @@ fetch() {
 }
 
 stop() {
-  [ -f "$dir/pid" ] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  stop_pidfile "$dir/pid"
 }
 
 start() {
