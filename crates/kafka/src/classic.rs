@@ -78,20 +78,25 @@ impl Positions {
         Some(released.map(|r| r.offset).chain(oldest).min().unwrap_or(next))
     }
 
+    /// The durable position of every partition held.
+    fn durables(&self, unfinished: &dyn Unfinished) -> Vec<(Partition, i64)> {
+        self.next_offset.keys().filter_map(|p| Some((p.clone(), self.durable(p, unfinished)?))).collect()
+    }
+
     /// The durable positions of every partition held that differ from the
     /// last commit.
     fn to_commit(&self, unfinished: &dyn Unfinished) -> Vec<(Partition, i64)> {
-        let durable = self.next_offset.keys().filter_map(|p| Some((p.clone(), self.durable(p, unfinished)?)));
-        durable.filter(|(p, position)| self.committed.get(p) != Some(position)).collect()
+        self.changed(self.durables(unfinished))
     }
 
     /// What a rebalance commits of `partitions`: their floors, where they
     /// differ from the last commit.
     fn floors<'a>(&self, partitions: impl Iterator<Item = &'a Partition>) -> Vec<(Partition, i64)> {
-        partitions
-            .filter_map(|p| Some((p.clone(), *self.floor.get(p)?)))
-            .filter(|(p, position)| self.committed.get(p) != Some(position))
-            .collect()
+        self.changed(partitions.filter_map(|p| Some((p.clone(), *self.floor.get(p)?))).collect())
+    }
+
+    fn changed(&self, positions: Vec<(Partition, i64)>) -> Vec<(Partition, i64)> {
+        positions.into_iter().filter(|(p, position)| self.committed.get(p) != Some(position)).collect()
     }
 
     /// A commit of `position` went through (unless the partition was
@@ -366,11 +371,7 @@ impl ClassicSource {
             if !batch.is_empty() {
                 return Ok(batch);
             }
-            let floors: Vec<(Partition, i64)> = positions
-                .next_offset
-                .keys()
-                .filter_map(|p| Some((p.clone(), positions.durable(p, unfinished)?)))
-                .collect();
+            let floors = positions.durables(unfinished);
             positions.floor.extend(floors);
             positions.revoked.len()
         };
