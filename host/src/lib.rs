@@ -25,12 +25,3 @@ pub mod rest;
 pub use spillway_runtime as runtime;
 /// The sink task loop, its own crate: it imports layers 0-5.
 pub use spillway_task as task;
-
-/// What a caught panic said: its message, whichever way it was raised.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic without a message")
-}

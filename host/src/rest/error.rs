@@ -49,7 +49,11 @@ pub type ApiResult<T> = Result<T, ApiError>;
 /// A handler that panicked: Connect's 500 instead of a dropped connection.
 /// The worker keeps serving; the panic itself is logged.
 pub fn handler_panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let what = crate::panic_message(panic.as_ref());
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
     tracing::error!("REST handler panicked: {what}");
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("Internal error: {what}")).into_response()
 }

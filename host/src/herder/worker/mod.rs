@@ -217,7 +217,12 @@ impl Worker {
                 // would, rather than leave it listed as running: its records
                 // were not acknowledged, so they come again.
                 let exit = std::panic::AssertUnwindSafe(task).catch_unwind().await.unwrap_or_else(|panic| {
-                    TaskExit::Failed(format!("the task panicked: {}", crate::panic_message(panic.as_ref())))
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic without a message");
+                    TaskExit::Failed(format!("the task panicked: {what}"))
                 });
                 let _ = events.send(TaskEvent::Exited { connector: connector_name, task: task_id, generation, exit });
             },
