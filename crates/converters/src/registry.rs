@@ -66,8 +66,12 @@ impl Registry {
             return Err(ConvertError::Record(format!("schema id {id} is unknown to the schema registry")));
         }
         if !status.is_success() {
-            let body: String = body.chars().take(200).collect();
-            return Err(unavailable(&format!("{status}: {body}")));
+            // Only a registry's own error is quoted: the URL is the
+            // connector's, and any other server's page is none of its business.
+            let said =
+                serde_json::from_str::<RegistryError>(&body).map(|e| format!(" ({}: {})", e.error_code, e.message));
+            let said: String = said.unwrap_or_default().chars().take(200).collect();
+            return Err(unavailable(&format!("{status}{said}")));
         }
         let answer: SchemaAnswer =
             serde_json::from_str(&body).map_err(|e| unavailable(&format!("an answer that is not a schema ({e})")))?;
@@ -95,4 +99,11 @@ struct SchemaAnswer {
     schema_type: Option<String>,
     #[serde(default)]
     references: Vec<serde_json::Value>,
+}
+
+/// A Schema Registry's error answer.
+#[derive(serde::Deserialize)]
+struct RegistryError {
+    error_code: i64,
+    message: String,
 }
