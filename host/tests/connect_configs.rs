@@ -356,8 +356,9 @@ async fn mirrormakers_source_connector_config_validates_on_the_workers_own_clust
 
 /// `spillway connectors import` against a running worker: Confluent's S3
 /// quick start as a standalone worker's `.properties` file, each key shown
-/// with its fate, then created with `--apply` and running; a config that
-/// sets `transforms` is refused, naming the key, and nothing is created.
+/// with its fate, then created with `--apply` and running; a config with a
+/// transform's key Spillway does not read is refused, naming the key, and
+/// nothing is created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn import_shows_each_keys_fate_and_applies_a_connect_properties_file() {
     use spillway::cli::{ClientArgs, ConnectorsCommand as C, ErrorKind, Output, connectors};
@@ -389,14 +390,20 @@ async fn import_shows_each_keys_fate_and_applies_a_connect_properties_file() {
     worker.wait_running(&name, 1).await;
 
     let mut transformed = confluent_s3(&unique("transformed"), &topic, &bucket);
+    // Debezium's ExtractNewRecordState runs; a key of it Spillway does not
+    // read is refused, not passed over.
     transformed.insert("transforms".into(), "unwrap".into());
+    transformed.insert("transforms.unwrap.type".into(), "io.debezium.transforms.ExtractNewRecordState".into());
+    transformed.insert("transforms.unwrap.drop.fields.header.name".into(), "dropped".into());
     let file = dir.path().join("transformed.properties");
     std::fs::write(&file, properties(&transformed)).unwrap();
     let e = connectors(&args, C::Import { file, apply: true }).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     let report = e.output.unwrap_or_default();
-    let transforms = report.lines().find(|l| l.starts_with("transforms ")).unwrap_or_default();
-    assert!(transforms.contains("refused: Kafka Connect's transforms"), "{report}");
+    let row = |key: &str| report.lines().find(|l| l.split_whitespace().next() == Some(key)).unwrap_or_default();
+    assert!(row("transforms").contains("read by Spillway (Transforms)"), "{report}");
+    let unread = row("transforms.unwrap.drop.fields.header.name");
+    assert!(unread.contains("refused: io.debezium.transforms.ExtractNewRecordState has no key"), "{report}");
     let (status, _) =
         worker.call(reqwest::Method::GET, &format!("/connectors/{}", transformed["name"]), Value::Null).await;
     assert_eq!(status, 404, "a refused import created the connector");

@@ -102,6 +102,40 @@ pub fn connector_keys() -> &'static ConfigDef {
             // Connect lists its converters among its Common keys.
             .group("Common", converter_keys())
             .group(
+                "Transforms",
+                [
+                    key(
+                        "transforms",
+                        Type::List,
+                        Low,
+                        "Aliases for the transformations to be applied to records, in order, between the \
+                         converters and the plugin (Kafka Connect's grammar and class names; README lists the \
+                         built-ins).",
+                    )
+                    .with_default(""),
+                    key(
+                        "transforms.*",
+                        Type::String,
+                        Low,
+                        "A transform's settings: transforms.<alias>.type (its class), .predicate, .negate, and the \
+                         keys its class defines; any other key under an alias is refused.",
+                    ),
+                ],
+            )
+            .group(
+                "Predicates",
+                [
+                    key("predicates", Type::List, Low, "Aliases for the predicates used by transformations.")
+                        .with_default(""),
+                    key(
+                        "predicates.*",
+                        Type::String,
+                        Low,
+                        "A predicate's settings: predicates.<alias>.type (its class) and the keys its class defines.",
+                    ),
+                ],
+            )
+            .group(
                 "Consumer",
                 [
                     key(
@@ -434,6 +468,13 @@ fn converter_keys() -> Vec<KeyDef> {
              sent as HTTP basic authentication; it stays in the host."
         );
         KeyDef::new(&format!("{role}.converter.basic.auth.user.info"), Type::Password, Importance::Low, &doc)
+            // Without its colon, no credentials would be sent, in silence.
+            .with_validator(Validator::new("user:password", |value| match value {
+                Value::Password(p) if !p.value().is_empty() && !p.value().contains(':') => {
+                    Err("must be user:password (no colon found)".into())
+                }
+                _ => Ok(()),
+            }))
     };
     let source = |role: &str| {
         let doc = format!(

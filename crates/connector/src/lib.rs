@@ -94,6 +94,9 @@ pub struct ConnectorConfig {
     /// The grant settings derived from Connect's keys.
     pub derived: Vec<DerivedKey>,
     pub converters: Converters,
+    /// The transforms (and their predicates) each record passes through
+    /// between the converters and the plugin.
+    pub transforms: std::sync::Arc<spillway_transforms::Chain>,
 }
 
 /// The converters the host runs for a connector's records: for the key

@@ -139,13 +139,10 @@ impl ConnectorConfig {
             }
         };
         let converters = Converters { key: registry("key"), value: registry("value") };
-        // Connect's keys for stages not built here are refused, not passed
-        // over: records would reach the plugin untransformed.
-        for key in ["transforms", "predicates"] {
-            if raw.get(key).is_some_and(|v| !v.trim().is_empty()) {
-                problem(key, "Kafka Connect's transforms and predicates do not run in Spillway yet; remove the key");
-            }
-        }
+        let transforms = spillway_transforms::Chain::parse(raw).unwrap_or_else(|refused| {
+            problems.extend(refused);
+            Default::default()
+        });
         let mut named: Vec<(&str, &str)> = topics.iter().map(|t| ("topics", t.as_str())).collect();
         named.extend(dlq_topic.map(|t| ("errors.deadletterqueue.topic.name", t)));
         let pattern = topics_regex.as_deref().and_then(|r| topics_pattern(r).ok());
@@ -252,6 +249,7 @@ impl ConnectorConfig {
             raw: raw.clone(),
             derived: Vec::new(),
             converters,
+            transforms: std::sync::Arc::new(transforms),
         };
         problems.extend(client_problems);
         if problems.is_empty() { Ok(config) } else { Err(problems) }

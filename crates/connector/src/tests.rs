@@ -153,18 +153,24 @@ fn config_without_topics(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn transforms_and_predicates_are_refused_not_passed_over() {
+fn transforms_are_read_in_connects_grammar_and_their_problems_reported() {
     let mut raw = BTreeMap::from([
         ("name".to_string(), "c".to_string()),
         ("connector.class".to_string(), "noop-sink".to_string()),
         ("topics".to_string(), "t".to_string()),
         ("transforms".to_string(), "".to_string()),
     ]);
-    assert!(ConnectorConfig::parse(&raw, &Default::default()).is_ok(), "empty, as Connect's default");
-    raw.insert("transforms".into(), "mask".into());
+    let parsed = ConnectorConfig::parse(&raw, &Default::default()).expect("empty, as Connect's default");
+    assert!(parsed.transforms.is_empty());
+    raw.insert("transforms".into(), "route".into());
+    raw.insert("transforms.route.type".into(), "org.apache.kafka.connect.transforms.RegexRouter".into());
+    raw.insert("transforms.route.regex".into(), "t".into());
+    raw.insert("transforms.route.replacement".into(), "u".into());
+    let parsed = ConnectorConfig::parse(&raw, &Default::default()).expect("a RegexRouter");
+    assert_eq!(format!("{:?}", parsed.transforms), r#"["route=org.apache.kafka.connect.transforms.RegexRouter"]"#);
     raw.insert("predicates".into(), "isFoo".into());
     let keys: Vec<String> = problems_of(&raw).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(keys, ["transforms", "predicates"]);
+    assert_eq!(keys, ["predicates.isFoo.type"]);
 }
 
 fn problems_of(raw: &BTreeMap<String, String>) -> Vec<(String, String)> {
@@ -428,6 +434,15 @@ fn converters_spillway_reads_or_runs_pass_and_the_others_are_refused() {
     problems.sort();
     let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["key.converter.schema.registry.url", "value.converter.schema.registry.url"], "{problems:#?}");
+    // No colon: no credentials would be sent, and the registry's 401 would
+    // be all the user saw.
+    let problems = problems_of(&config(&[
+        ("value.converter", avro),
+        ("value.converter.schema.registry.url", "https://registry:8081"),
+        ("value.converter.basic.auth.user.info", "readers3cret"),
+    ]));
+    assert_eq!(problems.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["value.converter.basic.auth.user.info"]);
+    assert!(!problems[0].1.contains("readers3cret"), "{problems:#?}");
 }
 
 #[test]

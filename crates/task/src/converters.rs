@@ -8,6 +8,7 @@ use super::run::Failure;
 use anyhow::{Result, anyhow};
 use spillway_connector::Converters;
 use spillway_converters::{ConvertError, Converter};
+use spillway_kafka::ConsumedRecord;
 
 pub(super) struct Converting {
     key: Converter,
@@ -50,7 +51,7 @@ impl Converting {
             Ok(value) => value,
             Err(rejected) => return Ok(Err(rejected)),
         };
-        records.set_key_value(id, key, value);
+        records.put_as(id, ConsumedRecord { key, value, ..record.clone() });
         Ok(Ok(()))
     }
 }

@@ -13,6 +13,8 @@ pub enum Stage {
     /// Its key or value did not read with the connector's converter.
     KeyConverter,
     ValueConverter,
+    /// A transform (its class named) could not transform it.
+    Transformation(&'static str),
     /// Rejected by the plugin, or still failing when retries ran out.
     Put,
 }
@@ -34,7 +36,13 @@ impl DeadLetterQueue {
             Stage::Consume => "KAFKA_CONSUME",
             Stage::KeyConverter => "KEY_CONVERTER",
             Stage::ValueConverter => "VALUE_CONVERTER",
+            Stage::Transformation(_) => "TRANSFORMATION",
             Stage::Put => "TASK_PUT",
+        };
+        // Connect names the class that failed; a plugin's rejection has none.
+        let class = match stage {
+            Stage::Transformation(class) => class,
+            _ => "spillway.plugin.RecordRejected",
         };
         if self.context_headers {
             let context = [
@@ -44,7 +52,7 @@ impl DeadLetterQueue {
                 ("__connect.errors.connector.name", self.connector.clone()),
                 ("__connect.errors.task.id", self.task.to_string()),
                 ("__connect.errors.stage", stage_name.into()),
-                ("__connect.errors.class.name", "spillway.plugin.RecordRejected".into()),
+                ("__connect.errors.class.name", class.into()),
                 ("__connect.errors.exception.class.name", "spillway.plugin.RecordRejected".into()),
                 ("__connect.errors.exception.message", reason.to_string()),
             ];

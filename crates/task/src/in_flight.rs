@@ -21,8 +21,19 @@ pub(super) enum Stage {
 }
 
 pub(super) struct Tracked {
+    /// As consumed: what is acknowledged, and copied to the dead-letter queue.
     pub record: ConsumedRecord,
     pub stage: Stage,
+    /// As the converters and transforms made it, where they changed it:
+    /// what the plugin is given.
+    put_as: Option<ConsumedRecord>,
+}
+
+impl Tracked {
+    /// The record the plugin is given.
+    pub fn as_put(&self) -> &ConsumedRecord {
+        self.put_as.as_ref().unwrap_or(&self.record)
+    }
 }
 
 /// The records, by the delivery id the plugin knows them by. Ids grow with
@@ -61,7 +72,7 @@ impl InFlight {
         self.next_id += 1;
         self.counts.add(&stage, 1);
         self.index(&record, true);
-        self.records.insert(id, Tracked { record, stage });
+        self.records.insert(id, Tracked { record, stage, put_as: None });
         id
     }
 
@@ -94,10 +105,11 @@ impl InFlight {
         self.records.get(&id)
     }
 
-    /// Puts the record's key and value as its converters read them.
-    pub fn set_key_value(&mut self, id: u64, key: Option<bytes::Bytes>, value: Option<bytes::Bytes>) {
+    /// Gives the plugin `record` in place of record `id` as consumed (its
+    /// key and value as the converters read them, the transforms' changes).
+    pub fn put_as(&mut self, id: u64, record: ConsumedRecord) {
         if let Some(tracked) = self.records.get_mut(&id) {
-            (tracked.record.key, tracked.record.value) = (key, value);
+            tracked.put_as = Some(record);
         }
     }
 

@@ -7,6 +7,7 @@ mod in_flight;
 pub mod metrics;
 mod run;
 mod source;
+mod transforms;
 
 pub use metrics::{ActiveTopics, DeliveryGuarantee, FlushCause, ShareDelivery, TaskMetrics};
 pub use run::{Swap, Swapped};

@@ -47,6 +47,9 @@ pub struct TaskMetrics {
     /// Classic groups: records of partitions revoked while the task had
     /// them, forgotten (their new owner delivers them again).
     pub forgotten_at_rebalance: AtomicU64,
+    /// Records a transform dropped (Filter, or a tombstone Debezium's
+    /// ExtractNewRecordState drops): done without reaching the plugin.
+    pub dropped_by_transforms: AtomicU64,
     /// Flushes the host asked for, by [`FlushCause`].
     pub flushes: [AtomicU64; FlushCause::ALL.len()],
     /// Share groups: the broker's delivery rules as the task found them.

@@ -135,7 +135,11 @@ mod tests {
                 info("topics", "Common", &[]),
                 info("flush.size", "Plugin", &[]),
                 info("consumer.override.*", "Consumer", &[]),
-                info("transforms", "Common", &["Kafka Connect's transforms do not run in Spillway yet"]),
+                info(
+                    "transforms",
+                    "Transforms",
+                    &["Invalid value a,a for configuration transforms: Duplicate alias provided."],
+                ),
             ],
             warnings: vec!["s3.compresion.type: nothing reads it; did you mean s3.compression.type?".into()],
             derived_grants: vec![DerivedKey {
@@ -159,7 +163,7 @@ mod tests {
             ("topics", "read by Spillway (Common)"),
             ("flush.size", "read by the plugin"),
             ("consumer.override.max.poll.records", "read by Spillway (Consumer)"),
-            ("transforms", "refused: Kafka Connect's transforms"),
+            ("transforms", "refused: Invalid value a,a for configuration transforms: Duplicate alias provided."),
             ("s3.compresion.type", "ignored: nothing reads it; did you mean s3.compression.type?"),
             ("s3.bucket.name", "gives plugin.grant.object-store.s3.url"),
         ] {

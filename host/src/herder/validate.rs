@@ -453,6 +453,8 @@ mod tests {
             assert_eq!(errors_of(key), 1, "{key}: {infos:#?}");
         }
         assert_eq!(infos.error_count, 5);
-        assert_eq!(infos.groups, ["Common", "Consumer", "Share group", "Errors", "Plugin sandbox", "Grants", "Plugin"]);
+        let groups =
+            ["Common", "Transforms", "Predicates", "Consumer", "Share group", "Errors", "Plugin sandbox", "Grants"];
+        assert_eq!(infos.groups, [&groups[..], &["Plugin"]].concat());
     }
 }

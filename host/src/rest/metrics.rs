@@ -32,7 +32,7 @@ pub async fn handler(State(s): State<AppState>) -> ApiResult<impl IntoResponse> 
 
 type Field = fn(&TaskMetrics) -> &AtomicU64;
 
-const COUNTERS: [(&str, &str, Field); 15] = [
+const COUNTERS: [(&str, &str, Field); 16] = [
     ("spillway_records_polled_total", "Records fetched from Kafka.", |m| &m.polled),
     ("spillway_records_put_total", "Records handed to the plugin's put().", |m| &m.put),
     ("spillway_records_accepted_total", "Records the plugin accepted (acknowledged).", |m| &m.accepted),
@@ -71,6 +71,11 @@ const COUNTERS: [(&str, &str, Field); 15] = [
         "spillway_records_forgotten_at_rebalance_total",
         "Classic groups: records of partitions revoked while the task had them; their new owner delivers them again.",
         |m| &m.forgotten_at_rebalance,
+    ),
+    (
+        "spillway_records_dropped_by_transforms_total",
+        "Records a transform dropped (Filter, or Debezium's ExtractNewRecordState on a tombstone): done, not put.",
+        |m| &m.dropped_by_transforms,
     ),
 ];
 

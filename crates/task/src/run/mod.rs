@@ -17,9 +17,10 @@ pub use swap::{Swap, Swapped};
 use super::convert::to_batch;
 use super::converters::Converting;
 use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
-use super::in_flight::{InFlight, Stage};
+use super::in_flight::{InFlight, Stage, Tracked};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
+use super::transforms::{Transformed, transform};
 use spillway_connector::{ConnectorConfig, Tolerance};
 use spillway_kafka::{AckType, ConsumedRecord};
 use spillway_runtime::batch::{FlushScope, Outcome, PutReport, RecordBatch, Settlement, TaskError};
@@ -228,9 +229,17 @@ impl TaskLoop {
                 self.reject(id, reason, ErrorStage::Consume).await?;
                 continue;
             }
-            match self.converters.convert(&mut self.records, id).await? {
-                Ok(()) => ids.push(id),
-                Err((stage, reason)) => self.reject(id, reason, stage).await?,
+            if let Err((stage, reason)) = self.converters.convert(&mut self.records, id).await? {
+                self.reject(id, reason, stage).await?;
+                continue;
+            }
+            match transform(&self.config.transforms, &mut self.records, id) {
+                Transformed::Put => ids.push(id),
+                Transformed::Dropped => {
+                    self.acknowledge(id, AckType::Accept);
+                    self.metrics.dropped_by_transforms.fetch_add(1, Relaxed);
+                }
+                Transformed::Failed(f) => self.reject(id, f.message, ErrorStage::Transformation(f.class)).await?,
             }
         }
         Ok(ids)
@@ -241,10 +250,11 @@ impl TaskLoop {
         if ids.is_empty() {
             return Ok(None);
         }
-        let records: Vec<(u64, &ConsumedRecord)> =
-            ids.iter().filter_map(|id| Some((*id, &self.records.get(*id)?.record))).collect();
-        let locks = self.source.lock_expiries(&records.iter().map(|(_, r)| *r).collect::<Vec<_>>(), Instant::now());
-        let tracked: Vec<_> = records.into_iter().zip(locks).map(|((id, r), lock)| (id, r, lock)).collect();
+        let records: Vec<(u64, &Tracked)> = ids.iter().filter_map(|id| Some((*id, self.records.get(*id)?))).collect();
+        // Locks are the consumed record's; the plugin is given it as put.
+        let consumed: Vec<&ConsumedRecord> = records.iter().map(|(_, t)| &t.record).collect();
+        let locks = self.source.lock_expiries(&consumed, Instant::now());
+        let tracked: Vec<_> = records.into_iter().zip(locks).map(|((id, t), lock)| (id, t.as_put(), lock)).collect();
         let batch = to_batch(&tracked, std::time::SystemTime::now());
         let renewing = self.first_renewal_during_put(tracked.iter().filter_map(|(_, _, lock)| *lock).min());
         let started = Instant::now();
