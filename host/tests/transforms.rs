@@ -154,18 +154,24 @@ async fn a_debezium_change_stream_is_unwrapped_into_postgresql_upserts_and_delet
 
     // The unreadable records: in the dead-letter queue as consumed, each once.
     let dead = read_all(&broker.bootstrap, &dlq, "read_uncommitted");
-    let mut seen: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut seen: BTreeMap<String, [String; 3]> = BTreeMap::new();
     for record in &dead {
         let header = |name: &str| {
             let value = record.headers.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.clone());
             String::from_utf8_lossy(&value.unwrap_or_default()).to_string()
         };
         let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or_default()).to_string();
-        let previous = seen.insert(value, (header("__connect.errors.stage"), header("__connect.errors.class.name")));
+        let context = ["stage", "class.name", "exception.class.name"].map(|h| header(&format!("__connect.errors.{h}")));
+        let previous = seen.insert(value, context);
         assert!(previous.is_none(), "a record reached the DLQ twice");
     }
-    let stage = ("TRANSFORMATION".to_string(), "org.apache.kafka.connect.transforms.InsertField$Value".to_string());
-    let expected: BTreeMap<String, (String, String)> =
+    let stage = [
+        "TRANSFORMATION",
+        "org.apache.kafka.connect.transforms.InsertField$Value",
+        "org.apache.kafka.connect.errors.DataException",
+    ]
+    .map(String::from);
+    let expected: BTreeMap<String, [String; 3]> =
         (100..103).map(|id| (format!("not json {id}"), stage.clone())).collect();
     assert_eq!(seen, expected);
     herder.shutdown().await.unwrap();

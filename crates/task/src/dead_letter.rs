@@ -39,10 +39,11 @@ impl DeadLetterQueue {
             Stage::Transformation(_) => "TRANSFORMATION",
             Stage::Put => "TASK_PUT",
         };
-        // Connect names the class that failed; a plugin's rejection has none.
-        let class = match stage {
-            Stage::Transformation(class) => class,
-            _ => "spillway.plugin.RecordRejected",
+        // Connect names the class that failed and its exception; a plugin's
+        // rejection has neither.
+        let (class, exception) = match stage {
+            Stage::Transformation(class) => (class, "org.apache.kafka.connect.errors.DataException"),
+            _ => ("spillway.plugin.RecordRejected", "spillway.plugin.RecordRejected"),
         };
         if self.context_headers {
             let context = [
@@ -53,7 +54,7 @@ impl DeadLetterQueue {
                 ("__connect.errors.task.id", self.task.to_string()),
                 ("__connect.errors.stage", stage_name.into()),
                 ("__connect.errors.class.name", class.into()),
-                ("__connect.errors.exception.class.name", "spillway.plugin.RecordRejected".into()),
+                ("__connect.errors.exception.class.name", exception.into()),
                 ("__connect.errors.exception.message", reason.to_string()),
             ];
             headers.extend(context.into_iter().map(|(k, v)| (k.to_string(), Some(v.into_bytes()))));

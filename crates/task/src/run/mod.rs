@@ -9,6 +9,7 @@
 //! (RELEASE, which costs a delivery) only when its locks are about to run
 //! out; on Kafka 4.2+ they are renewed instead (KIP-1222, [`renew`]).
 
+mod admit;
 mod renew;
 mod swap;
 
@@ -20,7 +21,6 @@ use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage, Tracked};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
-use super::transforms::{Transformed, transform};
 use spillway_connector::{ConnectorConfig, Tolerance};
 use spillway_kafka::{AckType, ConsumedRecord};
 use spillway_runtime::batch::{FlushScope, Outcome, PutReport, RecordBatch, Settlement, TaskError};
@@ -209,40 +209,6 @@ impl TaskLoop {
     ) -> Result<Option<Vec<ConsumedRecord>>, Failure> {
         let ids = self.admit(records, Stage::Delivered).await?;
         self.put(ids, prefetch).await
-    }
-
-    /// Takes fetched records into the task at `stage`; one that could not be
-    /// decoded goes straight to rejection, as no plugin could write it.
-    async fn admit(&mut self, records: Vec<ConsumedRecord>, stage: Stage) -> Result<Vec<u64>, Failure> {
-        // All are the task's before any is converted: a converter that
-        // fails the task leaves none outside the set, which releases them.
-        let admitted: Vec<(u64, Option<String>)> = records
-            .into_iter()
-            .map(|record| {
-                let unreadable = record.undecodable.clone();
-                (self.records.admit(record, stage.clone()), unreadable)
-            })
-            .collect();
-        let mut ids = Vec::with_capacity(admitted.len());
-        for (id, unreadable) in admitted {
-            if let Some(reason) = unreadable {
-                self.reject(id, reason, ErrorStage::Consume).await?;
-                continue;
-            }
-            if let Err((stage, reason)) = self.converters.convert(&mut self.records, id).await? {
-                self.reject(id, reason, stage).await?;
-                continue;
-            }
-            match transform(&self.config.transforms, &mut self.records, id) {
-                Transformed::Put => ids.push(id),
-                Transformed::Dropped => {
-                    self.acknowledge(id, AckType::Accept);
-                    self.metrics.dropped_by_transforms.fetch_add(1, Relaxed);
-                }
-                Transformed::Failed(f) => self.reject(id, f.message, ErrorStage::Transformation(f.class)).await?,
-            }
-        }
-        Ok(ids)
     }
 
     /// Puts the records `ids` (in the task already) and applies the outcomes.
