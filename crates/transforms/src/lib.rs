@@ -19,7 +19,6 @@ mod data;
 mod debezium;
 mod predicates;
 
-pub use builtin::class_names;
 pub use config::{Chain, Problem};
 pub use data::Data;
 

@@ -103,11 +103,6 @@ fn known_classes() -> String {
     format!("The transforms Spillway runs: {}", names.join(", "))
 }
 
-/// Each class's name, for the README.
-pub fn class_names() -> Vec<&'static str> {
-    CLASSES.iter().map(|c| c.name).collect()
-}
-
 /// The class's `$Key` and `$Value` variants, each built for its side.
 pub fn both_sides(base: &'static str, def: fn() -> ConfigDef, build: BuildForSide) -> [Class<dyn Transform>; 2] {
     let name = |side: Side| -> &'static str { Box::leak(format!("{KAFKA}{base}{}", side.suffix()).into_boxed_str()) };
