@@ -4,8 +4,11 @@
 #
 #   target/example-plugins/python-sink.wasm           examples/python (componentize-py)
 #   target/example-plugins/python-noop-sink.wasm      examples/python/noop
+#   target/example-plugins/python-redact.wasm         examples/python/transform (a transform)
+#   target/example-plugins/python-redact-0.2.0.wasm   the same, as version 0.2.0 (for hot swaps)
 #   target/example-plugins/javascript-sink.wasm       examples/javascript (componentize-js)
 #   target/example-plugins/javascript-noop-sink.wasm  examples/javascript/noop
+#   target/example-plugins/javascript-redact.wasm     examples/javascript/transform (a transform)
 #
 # The noop sinks are the smallest sink in each language: templates, and the
 # benchmarks' measure of a language's cost per `put` before any work.
@@ -37,6 +40,15 @@ for example in "${want[@]}"; do
     python)
       examples/python/build.sh "$ROOT/$OUT/python-sink.wasm"
       examples/python/build.sh "$ROOT/$OUT/python-noop-sink.wasm" examples/python/noop
+      examples/python/build.sh "$ROOT/$OUT/python-redact.wasm" examples/python/transform transform
+      # A second build, told apart by its version only: what a hot swap of
+      # a transform moves to in host/tests/transform_plugins.rs.
+      next=target/tmp/python-redact-0.2.0
+      mkdir -p "$next"
+      if [ ! -f "$next/app.py" ] || [ examples/python/transform/app.py -nt "$next/app.py" ]; then
+        sed 's/^VERSION = "0.1.0"$/VERSION = "0.2.0"/' examples/python/transform/app.py >"$next/app.py"
+      fi
+      examples/python/build.sh "$ROOT/$OUT/python-redact-0.2.0.wasm" "$next" transform
       ;;
     javascript)
       js=examples/javascript
@@ -49,6 +61,7 @@ for example in "${want[@]}"; do
       fi
       node "$js/build.mjs" "$ROOT/$OUT/javascript-sink.wasm"
       node "$js/build.mjs" "$ROOT/$OUT/javascript-noop-sink.wasm" "$js/noop/sink.js"
+      node "$js/build.mjs" "$ROOT/$OUT/javascript-redact.wasm" "$js/transform/transform.js" transform
       ;;
     *)
       echo "unknown example '$example' (known: python, javascript)" >&2

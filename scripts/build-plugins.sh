@@ -8,14 +8,18 @@
 #
 # target/plugins-extra/ gets builds that tests install on purpose: a second
 # version of misbehave (0.2.0), for versioned installs and hot swaps.
+# target/example-plugins/ gets the Rust examples (examples/rust/), beside the
+# other languages' (scripts/build-examples.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLUGINS=(noop-sink file-sink misbehave object-sink s3-sink sql-sink mirror)
+EXAMPLES=(rust-redact)
 OUT=target/plugins
 EXTRA=target/plugins-extra
-mkdir -p "$OUT" "$EXTRA"
+EXAMPLE_OUT=target/example-plugins
+mkdir -p "$OUT" "$EXTRA" "$EXAMPLE_OUT"
 pkgs=()
-for p in "${PLUGINS[@]}"; do pkgs+=(-p "$p"); done
+for p in "${PLUGINS[@]}" "${EXAMPLES[@]}"; do pkgs+=(-p "$p"); done
 
 have_wasip2() {
   command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2
@@ -31,6 +35,9 @@ if have_wasip2; then
   CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --target wasm32-wasip2 "${pkgs[@]}"
   for p in "${PLUGINS[@]}"; do
     cp "target/wasm32-wasip2/release/${p//-/_}.wasm" "$OUT/$p.wasm"
+  done
+  for p in "${EXAMPLES[@]}"; do
+    cp "target/wasm32-wasip2/release/${p//-/_}.wasm" "$EXAMPLE_OUT/$p.wasm"
   done
   MISBEHAVE_VERSION=0.2.0 CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --target wasm32-wasip2 -p misbehave
   cp target/wasm32-wasip2/release/misbehave.wasm "$EXTRA/misbehave-0.2.0.wasm"
@@ -48,9 +55,12 @@ else
   for p in "${PLUGINS[@]}"; do
     target/release/spillway-componentize "target/wasm32-wasip1/release/${p//-/_}.wasm" "$OUT/$p.wasm"
   done
+  for p in "${EXAMPLES[@]}"; do
+    target/release/spillway-componentize "target/wasm32-wasip1/release/${p//-/_}.wasm" "$EXAMPLE_OUT/$p.wasm"
+  done
   MISBEHAVE_VERSION=0.2.0 CARGO_PROFILE_RELEASE_DEBUG=false RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
     RUSTFLAGS="-L native=/usr/lib/wasm32-wasi" \
     /usr/bin/cargo build --release --target wasm32-wasip1 -Zbuild-std=std,panic_abort -p misbehave
   target/release/spillway-componentize target/wasm32-wasip1/release/misbehave.wasm "$EXTRA/misbehave-0.2.0.wasm"
 fi
-ls -l "$OUT"/*.wasm "$EXTRA"/*.wasm >&2
+ls -l "$OUT"/*.wasm "$EXTRA"/*.wasm "$EXAMPLE_OUT"/rust-*.wasm >&2

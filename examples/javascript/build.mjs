@@ -2,10 +2,12 @@
 // componentize-js (its Node API: the `jco componentize` command failed on
 // this repository's WIT folder with "failed to get path metadata").
 //
-//   node build.mjs [OUTPUT.wasm [SOURCE.js]]   (or: npm run build -- ...)
+//   node build.mjs [OUTPUT.wasm [SOURCE.js [WORLD]]]   (or: npm run build -- ...)
 //
-// SOURCE.js is the sink's module (default: sink.js here, javascript-sink;
-// noop/sink.js is javascript-noop-sink). Default output:
+// SOURCE.js is the plugin's module (default: sink.js here, javascript-sink;
+// noop/sink.js is javascript-noop-sink; transform/transform.js the transform
+// javascript-redact). WORLD is a world of wit/world.wit: sink-with-files
+// (the default) or transform. Default output:
 // target/example-plugins/javascript-sink.wasm at the repository's root.
 // Does nothing when the output is newer than the source, build.mjs,
 // package-lock.json, the SDK layer (sdk/javascript) and every WIT file it is
@@ -21,6 +23,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
 const out = resolve(process.argv[2] ?? join(root, 'target/example-plugins/javascript-sink.wasm'));
 const source = resolve(process.argv[3] ?? join(here, 'sink.js'));
+const world = process.argv[4] ?? 'sink-with-files';
 const name = basename(out, '.wasm');
 
 /** Every file under `path` (or `path` itself). */
@@ -64,7 +67,7 @@ try {
   const { component } = await componentize({
     sourcePath: source,
     witPath: wit,
-    worldName: 'sink-with-files',
+    worldName: world,
     // The host links no wasi:http; stdio stays (uncaught errors go to stderr,
     // which the host keeps for failure reports), and so do clocks (the
     // put() timing) and random (Math.random), which grant nothing.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds a Python sink into a WebAssembly component with componentize-py.
 #
-#   examples/python/build.sh [OUTPUT.wasm [APP_DIR]]
+#   examples/python/build.sh [OUTPUT.wasm [APP_DIR [WORLD]]]
 #
-# APP_DIR holds the sink's app.py (default: this directory's, python-sink;
-# examples/python/noop is python-noop-sink). Default output:
+# APP_DIR holds the plugin's app.py (default: this directory's, python-sink;
+# examples/python/noop is python-noop-sink, examples/python/transform the
+# transform python-redact). WORLD is the contract's world it is built for:
+# sink (the default) or transform. Default output:
 # target/example-plugins/python-sink.wasm at the repository's root.
 # Uses componentize-py from PATH when it is the pinned version; otherwise pip
 # installs that version into target/tools/ (with --target: no root, no
@@ -17,6 +19,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${1:-$ROOT/target/example-plugins/python-sink.wasm}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 APP="$(cd "${2:-$HERE}" && pwd)"
+WORLD="${3:-sink}"
 NAME="$(basename "$OUT" .wasm)"
 VERSION=0.25.1
 TOOLS="$ROOT/target/tools/componentize-py-$VERSION"
@@ -42,7 +45,7 @@ cd "$APP"
 SECONDS=0
 # Into a temporary file first, so that a failed build leaves no half file
 # that would look up to date.
-cpy -d "$ROOT/wit" -w sink componentize app -p "$APP" -p "$ROOT/sdk/python" -o "$OUT.tmp"
+cpy -d "$ROOT/wit" -w "$WORLD" componentize app -p "$APP" -p "$ROOT/sdk/python" -o "$OUT.tmp"
 echo
 mv "$OUT.tmp" "$OUT"
 echo "$NAME: built $OUT ($(du -h "$OUT" | cut -f1), ${SECONDS} s)" >&2

@@ -142,8 +142,14 @@ async fn task_loop(bootstrap: &str, connector: &str, topic: &str) -> (Duration, 
     let plugin =
         runtime.load_file(&plugin_dir().join("noop-sink.wasm")).await.expect("run scripts/build-plugins.sh first");
     let metrics = Arc::new(TaskMetrics::default());
-    let spec =
-        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: bootstrap.to_string(), metrics: metrics.clone() };
+    let spec = TaskSpec {
+        task_id: 0,
+        config,
+        plugin,
+        transforms: Vec::new(),
+        bootstrap_servers: bootstrap.to_string(),
+        metrics: metrics.clone(),
+    };
     let task_loop = task::start(&runtime, spec).await.unwrap();
     let stop = CancellationToken::new();
     let started = Instant::now();

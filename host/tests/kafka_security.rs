@@ -88,6 +88,7 @@ async fn start_task(bootstrap: &str, config: ConnectorConfig) -> anyhow::Result<
         task_id: 0,
         config: Arc::new(config),
         plugin,
+        transforms: Vec::new(),
         bootstrap_servers: bootstrap.to_string(),
         metrics: Arc::new(TaskMetrics::default()),
     };

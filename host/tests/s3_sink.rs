@@ -541,6 +541,7 @@ async fn a_task_killed_with_records_buffered_loses_none_and_its_upload_is_aborte
             task_id: 0,
             config,
             plugin: plugin.clone(),
+            transforms: Vec::new(),
             bootstrap_servers: broker.bootstrap.clone(),
             metrics: metrics.clone(),
         };

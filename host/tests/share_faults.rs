@@ -343,8 +343,14 @@ async fn start_task_through(
     let plugin =
         runtime.load_file(&plugins.join(format!("{plugin}.wasm"))).await.expect("run scripts/build-plugins.sh first");
     let metrics = Arc::new(TaskMetrics::default());
-    let spec =
-        TaskSpec { task_id: 0, config, plugin, bootstrap_servers: proxy.bootstrap.clone(), metrics: metrics.clone() };
+    let spec = TaskSpec {
+        task_id: 0,
+        config,
+        plugin,
+        transforms: Vec::new(),
+        bootstrap_servers: proxy.bootstrap.clone(),
+        metrics: metrics.clone(),
+    };
     let stop = CancellationToken::new();
     let running = tokio::spawn(task::start(&runtime, spec).await.expect("task starts").run(stop.clone()));
     let deadline = Instant::now() + PATIENCE;

@@ -142,8 +142,14 @@ async fn spawn_task(
     let config = Arc::new(ConnectorConfig::parse(raw, &support::herder::share_worker()).unwrap());
     let plugin = runtime.load_file(&plugin_dir().join("misbehave.wasm")).await.unwrap();
     let metrics = Arc::new(TaskMetrics::default());
-    let spec =
-        TaskSpec { task_id, config, plugin, bootstrap_servers: broker.bootstrap.clone(), metrics: metrics.clone() };
+    let spec = TaskSpec {
+        task_id,
+        config,
+        plugin,
+        transforms: Vec::new(),
+        bootstrap_servers: broker.bootstrap.clone(),
+        metrics: metrics.clone(),
+    };
     let task_loop = task::start(runtime, spec).await.unwrap();
     (tokio::spawn(task_loop.run(stop.clone())), metrics)
 }

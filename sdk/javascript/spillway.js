@@ -23,6 +23,18 @@
 
 export const ACCEPT = { tag: 'accept' };
 export const HOLD = { tag: 'hold' };
+/** A transform's answer for a record it filters out: done, not put. */
+export const DROP = { tag: 'drop' };
+/** A transform's answer for a record that goes on: `record` (as `Records`
+ * yields it) with `changes` (any of topic, key, value, timestamp, headers)
+ * applied. */
+export function keep(record, changes = {}) {
+  const r = { ...record, ...changes };
+  return { tag: 'keep', val: { topic: r.topic, key: r.key, value: r.value, timestamp: r.timestamp, headers: r.headers } };
+}
+/** A transform's answer for a record it cannot transform: to the
+ * dead-letter queue at stage TRANSFORMATION, or the task fails. */
+export const fail = (reason) => ({ tag: 'fail', val: reason });
 /** Failed now, may pass later: the host puts the record again. */
 export const retry = (reason) => ({ tag: 'retry', val: reason });
 /** Can never be written: to the dead-letter queue, or the task fails. */

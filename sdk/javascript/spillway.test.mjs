@@ -6,7 +6,21 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ACCEPT, HOLD, Records, ranges, reject, report, reportEach, retry, scopeIds, settle } from './spillway.js';
+import {
+  ACCEPT,
+  DROP,
+  HOLD,
+  Records,
+  fail,
+  keep,
+  ranges,
+  reject,
+  report,
+  reportEach,
+  retry,
+  scopeIds,
+  settle,
+} from './spillway.js';
 
 function le(Type, values) {
   return new Uint8Array(Type.from(values).buffer);
@@ -112,4 +126,15 @@ test('outcomes and settlements', () => {
   ]);
   assert.equal(scopeIds({ tag: 'all' }), undefined);
   assert.deepEqual(scopeIds({ tag: 'records', val: [{ first: 4n, count: 2 }, { first: 10n, count: 1 }] }), [4n, 5n, 10n]);
+});
+
+test('a kept record carries its changes and the rest as it was', () => {
+  const record = { id: 7n, topic: 'a', partition: 0, offset: 1n, timestamp: 5n, key: undefined, value: Uint8Array.of(1), headers: [['h', undefined]] };
+  assert.deepEqual(keep(record, { value: Uint8Array.of(2), topic: 'b' }), {
+    tag: 'keep',
+    val: { topic: 'b', key: undefined, value: Uint8Array.of(2), timestamp: 5n, headers: [['h', undefined]] },
+  });
+  assert.deepEqual(keep(record).val.value, Uint8Array.of(1));
+  assert.deepEqual(DROP, { tag: 'drop' });
+  assert.deepEqual(fail('bad'), { tag: 'fail', val: 'bad' });
 });

@@ -19,6 +19,10 @@ from wit_world.imports.types import (
     RecordBatch,
     Settlement,
     TimestampType,
+    Transformed_Drop,
+    Transformed_Fail,
+    Transformed_Keep,
+    TransformedRecord,
 )
 
 
@@ -131,6 +135,21 @@ class OutcomesTest(unittest.TestCase):
     def test_a_scoped_flush_names_its_ids(self):
         self.assertIsNone(spillway.scope_ids(FlushScope_All()))
         self.assertEqual(spillway.scope_ids(FlushScope_Records([IdRange(4, 2), IdRange(10, 1)])), [4, 5, 10])
+
+
+class TransformedTest(unittest.TestCase):
+    def test_a_kept_record_carries_its_changes_and_the_rest_as_it_was(self):
+        first = next(iter(spillway.Records(pack(RECORDS))))
+        kept = spillway.keep(first, value=b"changed", topic="t2")
+        self.assertEqual(
+            kept,
+            Transformed_Keep(
+                TransformedRecord(topic="t2", key=None, value=b"changed", timestamp=-1, headers=[("h", b"1"), ("h", None)])
+            ),
+        )
+        self.assertEqual(spillway.keep(first).value.value, b"v0")
+        self.assertEqual(spillway.DROP, Transformed_Drop())
+        self.assertEqual(spillway.fail("bad"), Transformed_Fail("bad"))
 
 
 if __name__ == "__main__":

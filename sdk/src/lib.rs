@@ -1,4 +1,4 @@
-//! Write a Spillway sink connector in Rust.
+//! Write a Spillway sink connector, or a transform, in Rust.
 //!
 //! A plugin is a type that implements [`Sink`], exported with [`export_sink!`]:
 //!
@@ -46,6 +46,10 @@
 //! fails with the same [`TaskError`] (retriable or fatal), so `?` passes its
 //! error on from `put`. Clocks and `getrandom` are real.
 //!
+//! A transform ([`Transform`], exported with [`export_transform!`]) is a
+//! plugin too: records pass through it before a sink, as through Connect's
+//! transformations (see [`transform`]).
+//!
 //! [`data`] reads record values as Kafka Connect data: a schema'd JSON
 //! envelope or plain JSON with an inferred schema.
 
@@ -59,8 +63,10 @@ pub mod kafka;
 pub mod log;
 pub mod object_store;
 pub mod sql;
+pub mod transform;
 
 pub use config::{Config, ConfigReader, markdown_key_table, readme_key_table};
+pub use transform::{Transform, Transformed};
 
 #[doc(hidden)]
 pub mod __private {
@@ -68,19 +74,50 @@ pub mod __private {
     // only the re-exports at the crate root.
     pub mod bindings {
         wit_bindgen::generate!({
-            path: "../wit",
-            world: "full",
+            path: ["../wit", "wit"],
+            world: "spillway:rust-sdk/base",
             generate_all,
             additional_derives: [PartialEq],
             pub_export_macro: true,
+            export_macro_name: "export_base",
             default_bindings_module: "spillway_sdk::__private::bindings",
             runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
         });
     }
-    pub use crate::__private::bindings::export;
+    /// `sink-task`, for [`crate::export_sink!`].
+    pub mod sink_bindings {
+        wit_bindgen::generate!({
+            path: ["../wit", "wit"],
+            world: "spillway:rust-sdk/sink",
+            with: {
+                "spillway:connector/types@0.4.1": crate::__private::bindings::spillway::connector::types,
+                "spillway:types/errors@0.1.0": crate::__private::bindings::spillway::types::errors,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_sink_task",
+            default_bindings_module: "spillway_sdk::__private::sink_bindings",
+            runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
+        });
+    }
+    /// `transformation`, for [`crate::export_transform!`].
+    pub mod transform_bindings {
+        wit_bindgen::generate!({
+            path: ["../wit", "wit"],
+            world: "spillway:rust-sdk/transform",
+            with: {
+                "spillway:connector/types@0.4.1": crate::__private::bindings::spillway::connector::types,
+                "spillway:types/errors@0.1.0": crate::__private::bindings::spillway::types::errors,
+            },
+            pub_export_macro: true,
+            export_macro_name: "export_transformation",
+            default_bindings_module: "spillway_sdk::__private::transform_bindings",
+            runtime_path: "spillway_sdk::__private::wit_bindgen::rt",
+        });
+    }
     pub use crate::__private::bindings::exports::spillway::connect::names::Guest as NamesGuest;
     pub use crate::__private::bindings::exports::spillway::connector::plugin::Guest as PluginGuest;
-    pub use crate::__private::bindings::exports::spillway::connector::sink_task::Guest as SinkTaskGuest;
+    pub use crate::__private::sink_bindings::exports::spillway::connector::sink_task::Guest as SinkTaskGuest;
+    pub use crate::__private::transform_bindings::exports::spillway::connector::transformation::Guest as TransformationGuest;
     pub use wit_bindgen;
 
     pub use crate::__private::bindings::spillway::connector::types as wire;
@@ -142,7 +179,7 @@ pub use spillway_record::{FlushScope, Header, Outcome, PutReport, Settlement, Si
 /// The version of the WIT contract (`spillway:connector`) this SDK builds
 /// plugins against; a host refuses a plugin built against another 0.minor
 /// track or a newer one.
-pub const CONTRACT_VERSION: &str = "0.4.0";
+pub const CONTRACT_VERSION: &str = "0.4.1";
 
 /// A sink connector. One value serves one task; the host creates it with
 /// [`Sink::start`] and drops it after [`Sink::stop`].
@@ -313,7 +350,9 @@ macro_rules! export_sink {
             // Only a wasm build exports: a native build (tests, benchmarks)
             // links the plugin as an ordinary library.
             #[cfg(target_family = "wasm")]
-            $crate::__private::export!(Export);
+    $crate::__private::bindings::export_base!(Export with_types_in $crate::__private::bindings);
+            #[cfg(target_family = "wasm")]
+    $crate::__private::sink_bindings::export_sink_task!(Export with_types_in $crate::__private::sink_bindings);
         };
     };
 }

@@ -7,23 +7,28 @@
 
 use spillway_capabilities::GRANT_PREFIX;
 use spillway_config::Problem;
-use spillway_runtime::{ConnectNames, GrantSource};
+use spillway_runtime::{ConnectNames, GrantSource, PluginKind};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-/// The Connect names of every installed plugin, by plugin name: written by
-/// the plugin registry as it installs and removes plugins, read when a
-/// config is parsed. Clones share one table.
+/// The Connect names and kind of every installed plugin, by plugin name:
+/// written by the plugin registry as it installs and removes plugins, read
+/// when a config is parsed. Clones share one table.
 #[derive(Clone, Debug, Default)]
-pub struct InstalledNames(Arc<RwLock<BTreeMap<String, ConnectNames>>>);
+pub struct InstalledNames(Arc<RwLock<BTreeMap<String, (ConnectNames, PluginKind)>>>);
 
 impl InstalledNames {
-    /// What `plugin` (its newest build) answers to. Every plugin is kept, so
-    /// that a plugin's own name finds it before any class another declares,
-    /// as the registry resolves it.
-    pub fn set(&self, plugin: &str, names: &ConnectNames) {
+    /// What `plugin` (its newest build) answers to, and what it is. Every
+    /// plugin is kept, so that a plugin's own name finds it before any class
+    /// another declares, as the registry resolves it.
+    pub fn set(&self, plugin: &str, names: &ConnectNames, kind: PluginKind) {
         let mut table = self.0.write().expect("never poisoned: no code panics holding it");
-        table.insert(plugin.to_string(), names.clone());
+        table.insert(plugin.to_string(), (names.clone(), kind));
+    }
+
+    /// Whether `plugin` names an installed transform plugin.
+    pub fn is_transform(&self, plugin: &str) -> bool {
+        self.0.read().expect("never poisoned").get(plugin).is_some_and(|(_, kind)| *kind == PluginKind::Transform)
     }
 
     pub fn remove(&self, plugin: &str) {
@@ -34,10 +39,10 @@ impl InstalledNames {
     /// or a Connect class one declares (or its short forms).
     pub fn lookup(&self, class: &str) -> Option<(String, ConnectNames)> {
         let table = self.0.read().expect("never poisoned");
-        if let Some(names) = table.get(class) {
+        if let Some((names, _)) = table.get(class) {
             return Some((class.to_string(), names.clone()));
         }
-        table.iter().find(|(_, names)| answers_to(names, class)).map(|(p, n)| (p.clone(), n.clone()))
+        table.iter().find(|(_, (names, _))| answers_to(names, class)).map(|(p, (n, _))| (p.clone(), n.clone()))
     }
 }
 
@@ -295,8 +300,8 @@ mod tests {
     #[test]
     fn the_installed_names_find_a_plugin_by_its_name_or_a_class() {
         let installed = InstalledNames::default();
-        installed.set("sql-sink", &names());
-        installed.set("JdbcSink", &ConnectNames::default());
+        installed.set("sql-sink", &names(), PluginKind::Sink);
+        installed.set("JdbcSink", &ConnectNames::default(), PluginKind::Sink);
         assert_eq!(installed.lookup("sql-sink").unwrap().0, "sql-sink");
         assert_eq!(installed.lookup("JdbcSinkConnector").unwrap().0, "sql-sink");
         // A plugin's own name finds it before another's class, as the registry resolves it.

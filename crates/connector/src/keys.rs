@@ -117,8 +117,10 @@ pub fn connector_keys() -> &'static ConfigDef {
                         "transforms.*",
                         Type::String,
                         Low,
-                        "A transform's settings: transforms.<alias>.type (its class), .predicate, .negate, and the \
-                         keys its class defines; any other key under an alias is refused.",
+                        "A transform's settings: transforms.<alias>.type (a built-in class, or the name of an \
+                         installed transform plugin), .predicate, .negate, .version (a plugin's semver range, as \
+                         KIP-891's; changing it on a running connector swaps its tasks to that build), and the keys \
+                         its class or plugin defines; any other key under an alias is refused.",
                     ),
                 ],
             )

@@ -139,7 +139,8 @@ impl ConnectorConfig {
             }
         };
         let converters = Converters { key: registry("key"), value: registry("value") };
-        let transforms = spillway_transforms::Chain::parse(raw).unwrap_or_else(|refused| {
+        let is_plugin = |name: &str| worker.connect_names.is_transform(name);
+        let transforms = spillway_transforms::Chain::parse(raw, &is_plugin).unwrap_or_else(|refused| {
             problems.extend(refused);
             Default::default()
         });

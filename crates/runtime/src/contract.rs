@@ -1,5 +1,5 @@
-//! What a component must be to run here: a sink that exports this host's
-//! contract, and imports only capabilities its connector was granted, each
+//! What a component must be to run here: a sink or a transform that
+//! exports this host's contract, and imports only capabilities its connector was granted, each
 //! at a version this host speaks.
 //!
 //! The versioning rule, one for every `spillway:*` package: while a package
@@ -8,13 +8,13 @@
 //! that speaks `0.m.q` with `q >= p` (wasmtime links such names to each
 //! other); any other version is refused here, naming both.
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use spillway_capabilities::{CAPABILITIES, Capability, GRANT_PREFIX, Grants};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The version of `wit/connector.wit` this host speaks.
-pub const CONTRACT_VERSION: &str = "0.4.0";
+pub const CONTRACT_VERSION: &str = "0.4.1";
 const CONTRACT_PACKAGE: &str = "spillway:connector";
 /// The contract's type-only interface, which a plugin imports for the types
 /// its exports use.
@@ -39,16 +39,41 @@ impl Linking<'_> {
     }
 }
 
+/// What a plugin is, by the interface it exports beside `plugin`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PluginKind {
+    /// Exports `sink-task`: runs as a connector (`connector.class`).
+    Sink,
+    /// Exports `transformation`: runs as a stage of a connector's chain
+    /// (`transforms.<alias>.type`).
+    Transform,
+}
+
+impl PluginKind {
+    /// As Connect's `GET /connector-plugins` names plugin types.
+    pub fn connect_type(self) -> &'static str {
+        match self {
+            PluginKind::Sink => "sink",
+            PluginKind::Transform => "transformation",
+        }
+    }
+}
+
 /// Checks a component's exports and imports before it is linked, so that a
-/// mismatch fails with a message that says what to do.
-pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result<()> {
+/// mismatch fails with a message that says what to do, and tells what kind
+/// of plugin it is.
+pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result<PluginKind> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
     let sink_task = format!("{CONTRACT_PACKAGE}/sink-task");
-    let theirs = exports
-        .iter()
-        .find_map(|name| versioned(name, &sink_task))
-        .ok_or_else(|| anyhow!("not a sink plugin: the component exports no {sink_task} interface"))?;
+    let transformation = format!("{CONTRACT_PACKAGE}/transformation");
+    let exported = |interface: &str| exports.iter().find_map(|name| versioned(name, interface));
+    let (kind, theirs) = match (exported(&sink_task), exported(&transformation)) {
+        (Some(theirs), None) => (PluginKind::Sink, theirs),
+        (None, Some(theirs)) => (PluginKind::Transform, theirs),
+        (Some(_), Some(_)) => bail!("the component exports both {sink_task} and {transformation}: a plugin is one"),
+        (None, None) => bail!("not a plugin: the component exports neither {sink_task} nor {transformation}"),
+    };
     if !compatible(theirs, CONTRACT_VERSION) {
         bail!(
             "plugin was built against contract {CONTRACT_PACKAGE}@{theirs}, but this host speaks \
@@ -89,6 +114,11 @@ pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result
                 capability.version
             );
         }
+        if kind == PluginKind::Transform && capability.grant.is_some() {
+            // A transform shapes records; what reaches the outside is the
+            // sink's, under the sink's grants.
+            bail!("transform imports '{name}': a transform is linked with no capability but logging");
+        }
         if let (false, Some(grant)) = (linking.grants(capability), &capability.grant) {
             let grant = grant.name;
             bail!(
@@ -97,7 +127,7 @@ pub fn check(engine: &Engine, component: &Component, linking: Linking) -> Result
             );
         }
     }
-    Ok(())
+    Ok(kind)
 }
 
 /// The version in `interface@version`, if `name` is that interface.

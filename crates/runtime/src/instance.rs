@@ -1,6 +1,6 @@
 use super::batch::{self, FlushScope, PutReport, RecordBatch, Settlement, SinkRecord};
 use super::bindings::{self, ConfigError, PluginMetadata, TaskError};
-use super::{Limits, PluginState};
+use super::{Limits, PluginKind, PluginState};
 use anyhow::Result;
 use spillway_kafka::target::TargetCluster;
 use std::fmt;
@@ -55,10 +55,11 @@ impl fmt::Display for PluginError {
 
 impl std::error::Error for PluginError {}
 
-/// One plugin instance with its own store: serves exactly one task.
+/// One plugin instance with its own store: serves exactly one task (a
+/// sink), or one task's stage of its transforms (a transform).
 pub struct PluginInstance {
     store: Store<PluginState>,
-    bindings: bindings::Sink,
+    bindings: Exports,
     /// Its `spillway:connect/names` export, if it has one.
     connect: Option<bindings::connect::Provider>,
     limits: Limits,
@@ -66,6 +67,36 @@ pub struct PluginInstance {
     /// task that stops does not wait out a stuck `put()`.
     interrupt_on: Option<CancellationToken>,
     poisoned: bool,
+}
+
+/// What the component exports beside `plugin`: the calls of its kind.
+enum Exports {
+    Sink(bindings::Sink),
+    Transform(bindings::transform::Transform),
+}
+
+/// A call's future over either kind's `plugin` export (the two worlds'
+/// bindings are separate types of one shape).
+macro_rules! plugin_call {
+    ($bindings:expr, $store:expr, |$plugin:ident| $call:expr) => {
+        async {
+            match $bindings {
+                Exports::Sink(b) => {
+                    let $plugin = b.spillway_connector_plugin();
+                    $call.await
+                }
+                Exports::Transform(b) => {
+                    let $plugin = b.spillway_connector_plugin();
+                    $call.await
+                }
+            }
+        }
+    };
+}
+
+/// The error of a call that the plugin's kind does not have.
+fn wrong_kind(call: &str, kind: PluginKind) -> PluginError {
+    PluginError::Task(TaskError::Fatal(format!("{call} called on a {} plugin", kind.connect_type())))
 }
 
 /// How a call ended, before it is turned into a result.
@@ -80,6 +111,7 @@ impl PluginInstance {
         engine: &Engine,
         linker: &Linker<PluginState>,
         component: &Component,
+        kind: PluginKind,
         state: PluginState,
         limits: &Limits,
     ) -> Result<Self> {
@@ -97,7 +129,10 @@ impl PluginInstance {
         let instance = tokio::time::timeout(limits.call_timeout, linker.instantiate_async(&mut store, component))
             .await
             .map_err(|_| PluginError::Timeout { limit_ms: limits.call_timeout.as_millis() as u64 })??;
-        let bindings = bindings::Sink::new(&mut store, &instance)?;
+        let bindings = match kind {
+            PluginKind::Sink => Exports::Sink(bindings::Sink::new(&mut store, &instance)?),
+            PluginKind::Transform => Exports::Transform(bindings::transform::Transform::new(&mut store, &instance)?),
+        };
         let connect = match component.get_export_index(None, bindings::connect::EXPORT) {
             Some(_) => Some(bindings::connect::Provider::new(&mut store, &instance)?),
             None => None,
@@ -110,6 +145,13 @@ impl PluginInstance {
     /// their time limit, as the final flush and stop of a task must.
     pub fn interrupt_on(&mut self, token: Option<CancellationToken>) {
         self.interrupt_on = token;
+    }
+
+    pub fn kind(&self) -> PluginKind {
+        match self.bindings {
+            Exports::Sink(_) => PluginKind::Sink,
+            Exports::Transform(_) => PluginKind::Transform,
+        }
     }
 
     /// False once a trap, timeout, memory failure or interrupt ended a call.
@@ -125,7 +167,7 @@ impl PluginInstance {
 
     pub async fn metadata(&mut self) -> Result<PluginMetadata, PluginError> {
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_plugin().call_metadata(store)).await;
+        let ended = guard.run(plugin_call!(bindings, store, |plugin| plugin.call_metadata(store))).await;
         self.finish(ended)
     }
 
@@ -142,14 +184,20 @@ impl PluginInstance {
     pub async fn validate(&mut self, config: &[(String, String)]) -> Result<Vec<ConfigError>, PluginError> {
         let config = config.to_vec();
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_plugin().call_validate(store, &config)).await;
+        let ended = guard.run(plugin_call!(bindings, store, |plugin| plugin.call_validate(store, &config))).await;
         self.finish(ended)
     }
 
     pub async fn start(&mut self, config: &[(String, String)]) -> Result<(), PluginError> {
         let config = config.to_vec();
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_sink_task().call_start(store, &config)).await;
+        let call = async {
+            match bindings {
+                Exports::Sink(b) => b.spillway_connector_sink_task().call_start(store, &config).await,
+                Exports::Transform(b) => b.spillway_connector_transformation().call_start(store, &config).await,
+            }
+        };
+        let ended = guard.run(call).await;
         self.finish(ended)?.map_err(PluginError::Task)
     }
 
@@ -166,7 +214,7 @@ impl PluginInstance {
             // their coordinates.
             kafka.note_batch(batch.coordinates());
         }
-        let (bindings, store, guard) = self.begin()?;
+        let (Exports::Sink(bindings), store, guard) = self.begin()? else { return Err(wrong_kind("put", self.kind())) };
         let ended = guard.run(bindings.spillway_connector_sink_task().call_put(store, &batch.0)).await;
         let report = self.finish(ended)?.map_err(PluginError::Task)?;
         let outcomes = batch::expand_outcomes(report.outcomes, batch.len()).ok_or_else(|| {
@@ -180,7 +228,9 @@ impl PluginInstance {
 
     pub async fn flush(&mut self, scope: &FlushScope) -> Result<Vec<Settlement>, PluginError> {
         let scope = bindings::FlushScope::from(scope);
-        let (bindings, store, guard) = self.begin()?;
+        let (Exports::Sink(bindings), store, guard) = self.begin()? else {
+            return Err(wrong_kind("flush", self.kind()));
+        };
         let ended = guard.run(bindings.spillway_connector_sink_task().call_flush(store, &scope)).await;
         Ok(batch::expand_settlements(self.finish(ended)?.map_err(PluginError::Task)?))
     }
@@ -194,12 +244,36 @@ impl PluginInstance {
 
     pub async fn stop(&mut self) -> Result<(), PluginError> {
         let (bindings, store, guard) = self.begin()?;
-        let ended = guard.run(bindings.spillway_connector_sink_task().call_stop(store)).await;
+        let call = async {
+            match bindings {
+                Exports::Sink(b) => b.spillway_connector_sink_task().call_stop(store).await,
+                Exports::Transform(b) => b.spillway_connector_transformation().call_stop(store).await,
+            }
+        };
+        let ended = guard.run(call).await;
         self.finish(ended)
     }
 
+    /// Transforms a batch: one `transformed` per record, in order. A
+    /// transform that answers for more or fewer records fails the call.
+    pub async fn apply(&mut self, batch: &RecordBatch) -> Result<Vec<bindings::Transformed>, PluginError> {
+        let (Exports::Transform(bindings), store, guard) = self.begin()? else {
+            return Err(wrong_kind("apply", self.kind()));
+        };
+        let ended = guard.run(bindings.spillway_connector_transformation().call_apply(store, &batch.0)).await;
+        let transformed = self.finish(ended)?.map_err(PluginError::Task)?;
+        if transformed.len() != batch.len() {
+            return Err(PluginError::Task(TaskError::Fatal(format!(
+                "the transform answered for {} records of a batch of {}",
+                transformed.len(),
+                batch.len()
+            ))));
+        }
+        Ok(transformed)
+    }
+
     /// Starts a call: its deadline, and the capabilities' share of it.
-    fn begin(&mut self) -> Result<(&bindings::Sink, &mut Store<PluginState>, CallGuard), PluginError> {
+    fn begin(&mut self) -> Result<(&Exports, &mut Store<PluginState>, CallGuard), PluginError> {
         if self.poisoned {
             return Err(PluginError::Poisoned);
         }

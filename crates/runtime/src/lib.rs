@@ -13,7 +13,7 @@ mod limits;
 mod state;
 
 pub use cache::ComponentCache;
-pub use contract::CONTRACT_VERSION;
+pub use contract::{CONTRACT_VERSION, PluginKind};
 pub use instance::{PluginError, PluginInstance};
 pub use limits::Limits;
 pub use state::PluginState;
@@ -44,6 +44,21 @@ pub mod bindings {
         },
     });
     pub use self::spillway::connector::types::*;
+
+    /// The `transform` world: a component that exports `transformation`
+    /// instead of `sink-task`. Its types are the sink world's.
+    pub mod transform {
+        wasmtime::component::bindgen!({
+            path: "../../wit",
+            world: "spillway:connector/transform",
+            exports: { default: async },
+            with: {
+                "spillway:types/errors": spillway_capabilities::errors::bindings::spillway::types::errors,
+                "spillway:log/log": spillway_capabilities::log::bindings::spillway::log::log,
+                "spillway:connector/types": super::spillway::connector::types,
+            },
+        });
+    }
 
     /// `spillway:connect`, which a plugin may export beside the contract:
     /// the Kafka Connect names it answers to.
@@ -83,6 +98,8 @@ struct Inner {
 #[derive(Clone)]
 pub struct Plugin {
     pub digest: String,
+    /// A sink, or a transform that records pass through before one.
+    pub kind: PluginKind,
     pub metadata: PluginMetadata,
     /// The Kafka Connect names it answers to; empty if it exports none.
     pub connect: ConnectNames,
@@ -133,10 +150,10 @@ impl Runtime {
                 self.probe(&component, "plugin-probe").await.context("instantiating plugin to read its metadata")?;
             let metadata = probe.metadata().await.map_err(|e| anyhow!("reading plugin metadata: {e}"))?;
             let connect = probe.connect_names().await.map_err(|e| anyhow!("reading plugin's Connect names: {e}"))?;
-            anyhow::Ok((metadata, connect))
+            anyhow::Ok((probe.kind(), metadata, connect))
         };
         match metadata.await {
-            Ok((metadata, connect)) => Ok(Plugin { digest, metadata, connect, component }),
+            Ok((kind, metadata, connect)) => Ok(Plugin { digest, kind, metadata, connect, component }),
             Err(e) => {
                 self.forget(&digest);
                 Err(e)
@@ -164,9 +181,9 @@ impl Runtime {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<PluginInstance> {
-        contract::check(&self.inner.engine, &plugin.component, Linking::Granted(grants))?;
+        let kind = contract::check(&self.inner.engine, &plugin.component, Linking::Granted(grants))?;
         let linker = self.linker(Linking::Granted(grants))?;
-        self.instantiate_with(&linker, &plugin.component, name, grants, limits).await
+        self.instantiate_with(&linker, &plugin.component, kind, name, grants, limits).await
     }
 
     /// An instance for `metadata` and `validate`, which run no task: every
@@ -177,9 +194,9 @@ impl Runtime {
     }
 
     async fn probe(&self, component: &Component, name: &str) -> Result<PluginInstance> {
-        contract::check(&self.inner.engine, component, Linking::Probe)?;
+        let kind = contract::check(&self.inner.engine, component, Linking::Probe)?;
         let linker = self.linker(Linking::Probe)?;
-        self.instantiate_with(&linker, component, name, &Grants::default(), &Limits::default()).await
+        self.instantiate_with(&linker, component, kind, name, &Grants::default(), &Limits::default()).await
     }
 
     /// WASI (sandboxed by its context), the shared types and logging for
@@ -202,12 +219,13 @@ impl Runtime {
         &self,
         linker: &Linker<PluginState>,
         component: &Component,
+        kind: PluginKind,
         name: &str,
         grants: &Grants,
         limits: &Limits,
     ) -> Result<PluginInstance> {
         let state = PluginState::new(name, grants, limits.memory_bytes, self.inner.capability_metrics.clone())?;
-        PluginInstance::new(&self.inner.engine, linker, component, state, limits).await
+        PluginInstance::new(&self.inner.engine, linker, component, kind, state, limits).await
     }
 }
 

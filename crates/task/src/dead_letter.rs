@@ -6,15 +6,15 @@ use spillway_kafka::ConsumedRecord;
 use spillway_kafka::producer::{OutgoingRecord, Producer};
 
 /// Where a record failed, as Connect's `__connect.errors.stage` names it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Stage {
     /// Fetched but undecodable (a corrupt record batch).
     Consume,
     /// Its key or value did not read with the connector's converter.
     KeyConverter,
     ValueConverter,
-    /// A transform (its class named) could not transform it.
-    Transformation(&'static str),
+    /// A transform (its class, or its plugin's name) could not transform it.
+    Transformation(String),
     /// Rejected by the plugin, or still failing when retries ran out.
     Put,
 }
@@ -29,7 +29,7 @@ pub struct DeadLetterQueue {
 
 impl DeadLetterQueue {
     /// Returns once the broker has the record.
-    pub async fn send(&self, record: &ConsumedRecord, reason: &str, stage: Stage) -> Result<()> {
+    pub async fn send(&self, record: &ConsumedRecord, reason: &str, stage: &Stage) -> Result<()> {
         let mut headers: Vec<(String, Option<Vec<u8>>)> =
             record.headers.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|b| b.to_vec()))).collect();
         let stage_name = match stage {
@@ -42,7 +42,7 @@ impl DeadLetterQueue {
         // Connect names the class that failed and its exception; a plugin's
         // rejection has neither.
         let (class, exception) = match stage {
-            Stage::Transformation(class) => (class, "org.apache.kafka.connect.errors.DataException"),
+            Stage::Transformation(class) => (class.as_str(), "org.apache.kafka.connect.errors.DataException"),
             _ => ("spillway.plugin.RecordRejected", "spillway.plugin.RecordRejected"),
         };
         if self.context_headers {

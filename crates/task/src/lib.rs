@@ -30,12 +30,16 @@ use spillway_runtime::{Plugin, PluginInstance, Runtime};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use transforms::Transforms;
+pub use transforms::start_instances as start_transforms;
 
 /// What a task needs to start.
 pub struct TaskSpec {
     pub task_id: u32,
     pub config: Arc<ConnectorConfig>,
     pub plugin: Plugin,
+    /// The build of each transform plugin in the chain, in order.
+    pub transforms: Vec<Plugin>,
     pub bootstrap_servers: String,
     pub metrics: Arc<TaskMetrics>,
 }
@@ -87,6 +91,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     let name = format!("{}-{}", config.name, spec.task_id);
     let (instance, exactly_once) =
         start_instance(runtime, &spec.plugin, &config, spec.task_id, &spec.bootstrap_servers).await?;
+    let transforms = Transforms::start(runtime, &config, &spec.transforms, &name).await?;
     let guarantee = match exactly_once {
         Some(_) => DeliveryGuarantee::ExactlyOnce,
         None => DeliveryGuarantee::AtLeastOnce,
@@ -160,6 +165,7 @@ pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
         name,
         config,
         converters,
+        transforms,
         source,
         plugin: PluginSlot { instance, metrics: spec.metrics.clone() },
         dlq,

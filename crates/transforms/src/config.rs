@@ -17,17 +17,66 @@ pub struct Chain {
     stages: Vec<Stage>,
 }
 
-struct Stage {
+/// One alias of `transforms`: what it runs, and on which records.
+pub struct Stage {
     alias: String,
-    class: &'static str,
-    transform: Box<dyn Transform>,
+    step: Step,
     /// The predicate, and whether the transform runs where it does not hold.
     predicate: Option<(Arc<dyn Predicate>, bool)>,
 }
 
+/// What a stage runs.
+pub enum Step {
+    /// A transform built in to the host, by its Connect class.
+    Builtin { class: &'static str, transform: Box<dyn Transform> },
+    /// A transform plugin (a component exporting `transformation`), which
+    /// the task instantiates and calls a batch at a time.
+    Plugin(PluginStep),
+}
+
+/// A transform plugin that `transforms.<alias>.type` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginStep {
+    /// The plugin's name, as `GET /connector-plugins` lists it.
+    pub name: String,
+    /// `transforms.<alias>.version` (KIP-891): the semver range of builds
+    /// the stage may run, read by the host's plugin registry.
+    pub version: Option<String>,
+    /// The stage's own keys with `transforms.<alias>.` taken off (not
+    /// `type`, `version`, `predicate`, `negate`): what the plugin's `start`
+    /// and `validate` get.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Stage {
+    pub fn alias(&self) -> &str {
+        &self.alias
+    }
+
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+
+    /// The class (or plugin) the dead-letter queue names for a record this
+    /// stage could not transform.
+    pub fn class(&self) -> &str {
+        match &self.step {
+            Step::Builtin { class, .. } => class,
+            Step::Plugin(plugin) => &plugin.name,
+        }
+    }
+
+    /// Whether the stage transforms `record`: it has no predicate, or its
+    /// predicate holds (fails, when negated). A record it does not apply to
+    /// passes on unchanged, as in Connect's `TransformationStage`.
+    pub fn applies_to(&self, record: &Record) -> bool {
+        self.predicate.as_ref().is_none_or(|(predicate, negate)| predicate.test(record) != *negate)
+    }
+}
+
 impl std::fmt::Debug for Chain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.stages.iter().map(|s| format!("{}={}", s.alias, s.class))).finish()
+        f.debug_list().entries(self.stages.iter().map(|s| format!("{}={}", s.alias, s.class()))).finish()
     }
 }
 
@@ -36,28 +85,45 @@ impl Chain {
         self.stages.is_empty()
     }
 
-    /// Runs the record through each stage in order, as Connect's
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// The stages that run transform plugins, in order.
+    pub fn plugins(&self) -> impl Iterator<Item = (&str, &PluginStep)> {
+        self.stages.iter().filter_map(|s| match &s.step {
+            Step::Plugin(plugin) => Some((s.alias.as_str(), plugin)),
+            Step::Builtin { .. } => None,
+        })
+    }
+
+    /// Runs the record through a chain of built-ins, as Connect's
     /// `TransformationChain`: a stage whose predicate says no passes it on
-    /// unchanged; the first stage that drops it ends the chain.
+    /// unchanged; the first stage that drops it ends the chain. A plugin
+    /// stage is the task's to run: here it fails the record.
     pub fn apply(&self, mut record: Record) -> Result<Option<Record>, Failure> {
         for stage in &self.stages {
-            if let Some((predicate, negate)) = &stage.predicate
-                && predicate.test(&record) == *negate
-            {
+            if !stage.applies_to(&record) {
                 continue;
             }
-            match stage.transform.apply(record) {
+            let failure = |message| Failure { class: stage.class().to_string(), message };
+            let Step::Builtin { transform, .. } = &stage.step else {
+                return Err(failure("a transform plugin runs only in a task".into()));
+            };
+            match transform.apply(record) {
                 Ok(Some(next)) => record = next,
                 Ok(None) => return Ok(None),
-                Err(message) => return Err(Failure { class: stage.class, message }),
+                Err(message) => return Err(failure(message)),
             }
         }
         Ok(Some(record))
     }
 
     /// Reads `transforms`, `predicates` and the keys under them from a
-    /// connector config. Every problem is reported.
-    pub fn parse(raw: &BTreeMap<String, String>) -> Result<Chain, Vec<Problem>> {
+    /// connector config. A `type` that is no built-in class names a
+    /// transform plugin where `is_plugin` knows it. Every problem is
+    /// reported.
+    pub fn parse(raw: &BTreeMap<String, String>, is_plugin: &dyn Fn(&str) -> bool) -> Result<Chain, Vec<Problem>> {
         let mut problems = Vec::new();
         let transforms = aliases(raw, "transforms", &mut problems);
         let predicate_aliases = aliases(raw, "predicates", &mut problems);
@@ -114,13 +180,31 @@ impl Chain {
                     None
                 }
             };
+            if let Some(name) = given(raw, &format!("{prefix}type"))
+                && builtin::find(name).is_err()
+                && is_plugin(name)
+            {
+                let own = |k: &String| k.strip_prefix(&prefix).map(String::from);
+                let settings = raw
+                    .iter()
+                    .filter_map(|(k, v)| Some((own(k)?, v.clone())))
+                    .filter(|(k, _)| !["type", "version", "predicate", "negate"].contains(&k.as_str()))
+                    .collect();
+                let version = given(raw, &format!("{prefix}version")).map(String::from);
+                let step = Step::Plugin(PluginStep { name: name.to_string(), version, settings });
+                stages.push(Stage { alias: alias.clone(), step, predicate });
+                continue;
+            }
             let Some(class) = class_of(raw, &prefix, builtin::find, &mut problems) else { continue };
             let Some(values) = settings(raw, &prefix, &class.def, &["predicate", "negate"], class.name, &mut problems)
             else {
                 continue;
             };
             match (class.build)(&values) {
-                Ok(transform) => stages.push(Stage { alias: alias.clone(), class: class.name, transform, predicate }),
+                Ok(transform) => {
+                    let step = Step::Builtin { class: class.name, transform };
+                    stages.push(Stage { alias: alias.clone(), step, predicate })
+                }
                 Err((key, message)) => problems.push(Problem::new(prefix.clone() + key.unwrap_or("type"), message)),
             }
         }

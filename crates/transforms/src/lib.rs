@@ -5,7 +5,8 @@
 //! A connector config names them in Connect's grammar (`transforms=a,b`,
 //! `transforms.a.type=<class>`, `transforms.a.predicate=p`,
 //! `transforms.a.negate`, `predicates=p`, `predicates.p.type=<class>`), by
-//! the class names Connect users know (`config.rs`). A key or value is read
+//! the class names Connect users know (`config.rs`), or names a transform
+//! plugin, which the task runs ([`Step::Plugin`]). A key or value is read
 //! as Connect's data in JSON (`data.rs`): with its schema when it is
 //! JsonConverter's envelope (`{"schema":…,"payload":…}`, what the host's
 //! AvroConverter hands on too), schemaless otherwise.
@@ -19,7 +20,7 @@ mod data;
 mod debezium;
 mod predicates;
 
-pub use config::{Chain, Problem};
+pub use config::{Chain, PluginStep, Problem, Stage, Step};
 pub use data::Data;
 
 use bytes::Bytes;
@@ -54,7 +55,7 @@ pub trait Predicate: Send + Sync {
 /// (for the dead-letter queue's `__connect.errors.class.name`) and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    pub class: &'static str,
+    pub class: String,
     pub message: String,
 }
 

@@ -10,11 +10,11 @@ const K: &str = "org.apache.kafka.connect.transforms.";
 const P: &str = "org.apache.kafka.connect.transforms.predicates.";
 
 fn chain(keys: &[(&str, &str)]) -> Chain {
-    Chain::parse(&config(keys)).unwrap_or_else(|p| panic!("{p:?}"))
+    Chain::parse(&config(keys), &|_| false).unwrap_or_else(|p| panic!("{p:?}"))
 }
 
 fn problems(keys: &[(&str, &str)]) -> Vec<(String, String)> {
-    Chain::parse(&config(keys)).expect_err("refused").into_iter().map(|p| (p.key, p.message)).collect()
+    Chain::parse(&config(keys), &|_| false).expect_err("refused").into_iter().map(|p| (p.key, p.message)).collect()
 }
 
 fn config(keys: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -309,7 +309,7 @@ fn the_grammar_is_refused_in_connects_words_and_no_key_is_passed_over() {
     ));
     let insert_nothing = problems(&[("transforms", "x"), ("transforms.x.type", &format!("{K}InsertField$Value"))]);
     assert_eq!(insert_nothing, [("transforms.x.type".to_string(), "No field insertion configured".to_string())]);
-    assert!(Chain::parse(&config(&[("transforms", " ")])).unwrap().is_empty());
+    assert!(Chain::parse(&config(&[("transforms", " ")]), &|_| false).unwrap().is_empty());
 }
 
 #[test]
@@ -396,5 +396,43 @@ fn timestamp_converter_turns_unix_times_strings_and_connects_types_into_one_anot
     assert_eq!(
         no_format[0].1,
         "TimestampConverter requires format option to be specified when using string timestamps"
+    );
+}
+
+#[test]
+fn a_type_no_builtin_has_names_a_transform_plugin_with_its_own_keys() {
+    let raw = config(&[
+        ("transforms", "up,route"),
+        ("transforms.up.type", "upper-case"),
+        ("transforms.up.version", "^0.2"),
+        ("transforms.up.field", "name"),
+        ("transforms.up.predicate", "isT"),
+        ("transforms.route.type", &format!("{K}RegexRouter")),
+        ("transforms.route.regex", "t"),
+        ("transforms.route.replacement", "u"),
+        ("predicates", "isT"),
+        ("predicates.isT.type", "org.apache.kafka.connect.transforms.predicates.TopicNameMatches"),
+        ("predicates.isT.pattern", "ord.*"),
+    ]);
+    let chain = Chain::parse(&raw, &|name| name == "upper-case").unwrap_or_else(|p| panic!("{p:?}"));
+    let plugins: Vec<_> = chain.plugins().collect();
+    let expected = PluginStep {
+        name: "upper-case".into(),
+        version: Some("^0.2".into()),
+        settings: vec![("field".into(), "name".into())],
+    };
+    assert_eq!(plugins, vec![("up", &expected)]);
+    let stage = &chain.stages()[0];
+    assert!(stage.applies_to(&record(None, None)), "the predicate holds for topic orders");
+    assert!(!stage.applies_to(&Record { topic: "other".into(), ..record(None, None) }));
+    // Not installed: the class is refused as Connect refuses one.
+    let refused = Chain::parse(&raw, &|_| false).expect_err("refused");
+    assert_eq!(refused[0].key, "transforms.up.type");
+    assert!(
+        refused[0].message.starts_with(
+            "Invalid value upper-case for configuration transforms.up.type: Class upper-case could not be found."
+        ),
+        "{}",
+        refused[0].message
     );
 }

@@ -35,7 +35,7 @@ pub async fn plugins(args: &ClientArgs, command: PluginsCommand) -> Result<Strin
     let s = Session::new(args)?;
     match command {
         PluginsCommand::List => {
-            let answer = s.get("/connector-plugins").await?;
+            let answer = s.get("/connector-plugins?connectorsOnly=false").await?;
             s.show(answer, |a| {
                 let plugins: Vec<PluginInfo> = a.json()?;
                 let rows: Vec<Vec<String>> = plugins

@@ -31,6 +31,9 @@ pub struct ConfigCheck {
     pub(super) validations: Arc<Semaphore>,
     pub(super) plugin_name: String,
     pub(super) plugin: Result<Plugin, Refusal>,
+    /// The builds of its transform plugins; `None` if the config does not
+    /// parse (validation says why).
+    pub(super) transforms: Option<Result<Vec<Plugin>, Refusal>>,
     pub(super) config: ConfigMap,
     pub(super) defaults: WorkerDefaults,
     pub(super) bootstrap: String,
@@ -56,6 +59,7 @@ impl ConfigCheck {
             &self.validations,
             &self.plugin_name,
             plugin,
+            self.transforms.as_ref().map(|t| t.as_deref().map_err(Refusal::clone)),
             &self.config,
             &self.defaults,
         )

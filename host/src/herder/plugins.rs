@@ -6,8 +6,10 @@
 //! else runs the newest.
 
 use super::types::PluginInfo;
-use crate::connector::{InstalledNames, PluginPick, answers_to, check_connect_names, connector_keys};
-use crate::runtime::{Plugin, Runtime};
+use crate::connector::{
+    ConnectorConfig, InstalledNames, PluginPick, VersionRange, answers_to, check_connect_names, connector_keys,
+};
+use crate::runtime::{Plugin, PluginKind, Runtime};
 use semver::Version;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -122,6 +124,47 @@ impl PluginRegistry {
     /// range `version` admits and, with `digest`, whose digest it is. The
     /// error says what is installed instead.
     pub fn resolve(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
+        let keys = ["connector.class", "connector.plugin.version", "connector.plugin.digest"];
+        let plugin = self.pick(name, pick, keys)?;
+        if plugin.kind == PluginKind::Transform {
+            return Err(Refusal {
+                key: keys[0].into(),
+                message: format!("'{name}' is a transform plugin: name it in transforms.<alias>.type"),
+            });
+        }
+        Ok(plugin)
+    }
+
+    /// The transform plugin of each plugin stage of `config`'s transforms,
+    /// in order: the newest build its `transforms.<alias>.version` admits.
+    pub fn resolve_transforms(&self, config: &ConnectorConfig) -> Result<Vec<Plugin>, Refusal> {
+        let mut plugins = Vec::new();
+        for (alias, step) in config.transforms.plugins() {
+            let version_key = format!("transforms.{alias}.version");
+            let version = match step.version.as_deref().map(VersionRange::parse).transpose() {
+                Ok(version) => version,
+                Err(e) => return Err(Refusal { key: version_key, message: e.to_string() }),
+            };
+            let keys = [format!("transforms.{alias}.type"), version_key, String::new()];
+            let plugin = self.pick(&step.name, &PluginPick { version, digest: None }, keys)?;
+            if plugin.kind != PluginKind::Transform {
+                let message = format!("'{}' is a sink plugin, not a transform", step.name);
+                return Err(Refusal { key: format!("transforms.{alias}.type"), message });
+            }
+            plugins.push(plugin.clone());
+        }
+        Ok(plugins)
+    }
+
+    /// The newest build of `name`, a sink or a transform, that `pick` admits.
+    pub fn resolve_any(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
+        self.pick(name, pick, ["connector.class", "connector.plugin.version", "connector.plugin.digest"])
+    }
+
+    /// The newest installed build of `name` that `pick` admits; a refusal
+    /// blames `keys`: the one naming the plugin, its version, its digest.
+    fn pick(&self, name: &str, pick: &PluginPick, keys: [impl Into<String>; 3]) -> Result<&Plugin, Refusal> {
+        let [name_key, version_key, digest_key] = keys.map(Into::into);
         let (version, digest) = (pick.version.as_ref(), pick.digest.as_deref());
         // A Connect class name stands for the plugin whose newest build
         // answers to it.
@@ -132,7 +175,7 @@ impl PluginRegistry {
             self.plugins.values().find(answers)
         });
         let versions = versions.ok_or_else(|| Refusal {
-            key: "connector.class",
+            key: name_key,
             message: format!("Failed to find any installed plugin named '{name}'"),
         })?;
         let installed = || versions.keys().map(Version::to_string).collect::<Vec<_>>().join(", ");
@@ -140,7 +183,7 @@ impl PluginRegistry {
             versions.iter().rev().filter(|(v, _)| version.is_none_or(|range| range.admits(v))).peekable();
         if matching.peek().is_none() {
             return Err(Refusal {
-                key: "connector.plugin.version",
+                key: version_key,
                 message: format!(
                     "no installed version of plugin '{name}' matches '{}'; installed: {}",
                     version.map(ToString::to_string).unwrap_or_default(),
@@ -157,7 +200,7 @@ impl PluginRegistry {
             candidates.push(format!("{v} ({})", installed.plugin.digest));
         }
         Err(Refusal {
-            key: "connector.plugin.digest",
+            key: digest_key,
             message: format!(
                 "no installed file of plugin '{name}' has digest {digest} (a file that was changed, or another \
                  build); installed: {}",
@@ -190,7 +233,7 @@ impl PluginRegistry {
 pub fn plugin_info(p: &Plugin) -> PluginInfo {
     PluginInfo {
         class: p.metadata.name.clone(),
-        kind: "sink".into(),
+        kind: p.kind.connect_type().into(),
         version: p.metadata.version.clone(),
         digest: p.digest.clone(),
     }
@@ -199,7 +242,7 @@ pub fn plugin_info(p: &Plugin) -> PluginInfo {
 /// Publishes what the newest of `versions` answers to under `name`.
 fn publish(names: &InstalledNames, name: &str, versions: &BTreeMap<Version, Installed>) {
     match versions.values().next_back() {
-        Some(newest) => names.set(name, &newest.plugin.connect),
+        Some(newest) => names.set(name, &newest.plugin.connect, newest.plugin.kind),
         None => names.remove(name),
     }
 }
@@ -207,7 +250,7 @@ fn publish(names: &InstalledNames, name: &str, versions: &BTreeMap<Version, Inst
 /// Why a connector config's plugin cannot be used, and the key to blame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    pub key: &'static str,
+    pub key: String,
     pub message: String,
 }
 

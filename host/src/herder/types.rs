@@ -105,6 +105,19 @@ pub struct TaskState {
 pub struct TaskPlugin {
     pub version: String,
     pub digest: String,
+    /// The build of each transform plugin in its chain, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transforms: Vec<TransformBuild>,
+}
+
+/// Which build of a transform plugin a stage of a task's chain runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformBuild {
+    /// The stage's alias in `transforms`.
+    pub alias: String,
+    pub plugin: String,
+    pub version: String,
+    pub digest: String,
 }
 
 /// A task's move to another build of its plugin.

@@ -79,12 +79,25 @@ pub async fn validate(
     validations: &Semaphore,
     plugin_name: &str,
     plugin: Result<&Plugin, Refusal>,
+    transforms: Option<Result<&[Plugin], Refusal>>,
     config: &ConfigMap,
     defaults: &WorkerDefaults,
 ) -> ConfigInfos {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut warnings = match ConnectorConfig::parse(config, defaults) {
-        Ok(parsed) => warnings(&parsed),
+        Ok(parsed) => {
+            let transform_errors = match transforms {
+                None => Vec::new(),
+                Some(Err(Refusal { key, message })) => vec![(key, message)],
+                Some(Ok(plugins)) => {
+                    validate_transforms(runtime, validations, &parsed, plugins, &defaults.policy.requests).await
+                }
+            };
+            for (key, message) in transform_errors {
+                errors.entry(key).or_default().push(message);
+            }
+            warnings(&parsed)
+        }
         Err(problems) => {
             for p in problems {
                 errors.entry(p.key).or_default().push(p.message);
@@ -320,6 +333,43 @@ fn check_value(key: &ConfigKey, value: Option<&String>) -> Option<String> {
 /// the worker's bounds: a turn among `bounds.validations`, and
 /// `bounds.validate_timeout` (instantiation included: with no grants, it
 /// has nothing to wait for but itself).
+/// Checks the settings of each transform plugin stage of `config`'s chain
+/// (`plugins`, in order) as a connector's are checked: its declared keys'
+/// values, no key it does not declare, then its own `validate`. Problems
+/// are reported under `transforms.<alias>.<key>`.
+async fn validate_transforms(
+    runtime: &Runtime,
+    validations: &Semaphore,
+    config: &ConnectorConfig,
+    plugins: &[Plugin],
+    bounds: &RequestBounds,
+) -> Vec<(String, String)> {
+    let mut errors = Vec::new();
+    for ((alias, step), plugin) in config.transforms.plugins().zip(plugins) {
+        let prefix = format!("transforms.{alias}.");
+        let settings: ConfigMap = step.settings.iter().cloned().collect();
+        for key in &plugin.metadata.config {
+            if let Some(message) = check_value(key, settings.get(&key.name)) {
+                errors.push((prefix.clone() + &key.name, message));
+            }
+        }
+        let declared: Vec<&str> = plugin.metadata.config.iter().map(|k| k.name.as_str()).collect();
+        for key in settings.keys().filter(|k| !declared.contains(&k.as_str())) {
+            let message = format!(
+                "{} has no key {key}, so it would change nothing (its keys: {})",
+                plugin.metadata.name,
+                if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+            );
+            errors.push((prefix.clone() + key, message));
+        }
+        for (key, message) in plugin_validate(runtime, validations, plugin, &settings, bounds).await {
+            let key = if key == "connector.class" { format!("{prefix}type") } else { prefix.clone() + &key };
+            errors.push((key, message));
+        }
+    }
+    errors
+}
+
 async fn plugin_validate(
     runtime: &Runtime,
     validations: &Semaphore,
@@ -444,7 +494,7 @@ mod tests {
         let none_installed = crate::herder::PluginRegistry::default();
         let missing = none_installed.resolve("nope", &Default::default());
         let turns = Semaphore::new(1);
-        let infos = validate(&runtime, &turns, "nope", missing, &config, &WorkerDefaults::default()).await;
+        let infos = validate(&runtime, &turns, "nope", missing, None, &config, &WorkerDefaults::default()).await;
         let errors_of = |key: &str| {
             infos.configs.iter().find(|c| c.value.name == key).map(|c| c.value.errors.len()).unwrap_or_default()
         };

@@ -50,8 +50,13 @@ async fn upload(
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(info)))
 }
 
-async fn list(State(s): State<AppState>) -> ApiResult<Json<Vec<crate::herder::PluginInfo>>> {
-    Ok(Json(s.herder.plugins().await?))
+/// As Connect: connectors only, unless `?connectorsOnly=false` asks for
+/// the transform plugins too.
+async fn list(State(s): State<AppState>, query: QueryParams) -> ApiResult<Json<Vec<crate::herder::PluginInfo>>> {
+    let connectors_only = query.flag("connectorsOnly", true)?;
+    let mut plugins = s.herder.plugins().await?;
+    plugins.retain(|p| !connectors_only || p.kind == "sink");
+    Ok(Json(plugins))
 }
 
 /// `?version=` (KIP-891) picks a version: a semver range, the newest it admits.

@@ -19,8 +19,14 @@ batch's cost near the copying of its bytes; a Python statement per record
 costs about a microsecond here. `report`, `report_each` and `settle` build the
 contract's outcome runs and id ranges.
 
+A transform (world `transform`) answers `apply` with one fate per record
+of the batch, in order: `keep(record, value=...)` (the record goes on, with
+the changes given), `DROP` (filtered out) or `fail(reason)` (to the
+dead-letter queue).
+
 Add this directory to componentize-py's path: `componentize-py -d wit -w
-sink componentize app -p . -p <repo>/sdk/python -o sink.wasm`.
+sink componentize app -p . -p <repo>/sdk/python -o sink.wasm` (`-w
+transform` for a transform).
 """
 
 from collections import namedtuple
@@ -42,10 +48,18 @@ from wit_world.imports.types import (
     RecordBatch,
     Settlement,
     TimestampType,
+    Transformed,
+    Transformed_Drop,
+    Transformed_Fail,
+    Transformed_Keep,
+    TransformedRecord,
 )
 
 __all__ = [
     "ACCEPT",
+    "DROP",
+    "fail",
+    "keep",
     "HOLD",
     "Record",
     "Records",
@@ -63,6 +77,25 @@ __all__ = [
 ACCEPT = Outcome_Accept()
 #: Buffered, not yet durable: a later `put` or `flush` settles it.
 HOLD = Outcome_Hold()
+
+
+#: A transform's answer for a record it filters out: done, not put.
+DROP = Transformed_Drop()
+
+
+def keep(record: "Record", **changes) -> Transformed:
+    """A transform's answer for a record that goes on: `record` with
+    `changes` (any of topic, key, value, timestamp, headers) applied."""
+    r = record._replace(**changes) if changes else record
+    return Transformed_Keep(
+        TransformedRecord(topic=r.topic, key=r.key, value=r.value, timestamp=r.timestamp, headers=list(r.headers))
+    )
+
+
+def fail(reason: str) -> Transformed:
+    """A transform's answer for a record it cannot transform: to the
+    dead-letter queue at stage TRANSFORMATION, or the task fails."""
+    return Transformed_Fail(reason)
 
 
 def retry(reason: str) -> Outcome:

@@ -6,7 +6,7 @@
 use super::{Failure, TaskLoop};
 use crate::dead_letter::Stage as ErrorStage;
 use crate::in_flight::Stage;
-use crate::transforms::{Transformed, transform};
+use crate::transforms::Transformed;
 use spillway_kafka::{AckType, ConsumedRecord};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -23,17 +23,25 @@ impl TaskLoop {
                 (self.records.admit(record, stage.clone()), unreadable)
             })
             .collect();
-        let mut ids = Vec::with_capacity(admitted.len());
+        let mut converted = Vec::with_capacity(admitted.len());
         for (id, unreadable) in admitted {
             if let Some(reason) = unreadable {
                 self.reject(id, reason, ErrorStage::Consume).await?;
                 continue;
             }
-            if let Err((stage, reason)) = self.converters.convert(&mut self.records, id).await? {
-                self.reject(id, reason, stage).await?;
-                continue;
+            match self.converters.convert(&mut self.records, id).await? {
+                Ok(()) => converted.push(id),
+                Err((stage, reason)) => self.reject(id, reason, stage).await?,
             }
-            match transform(&self.config.transforms, &mut self.records, id) {
+        }
+        let fates = self
+            .transforms
+            .apply(&mut self.records, &converted)
+            .await
+            .map_err(|e| Failure(format!("transform: {e}")))?;
+        let mut ids = Vec::with_capacity(fates.len());
+        for (id, fate) in fates {
+            match fate {
                 Transformed::Put => ids.push(id),
                 Transformed::Dropped => {
                     self.acknowledge(id, AckType::Accept);

@@ -21,6 +21,7 @@ use super::dead_letter::{DeadLetterQueue, Stage as ErrorStage};
 use super::in_flight::{InFlight, Stage, Tracked};
 use super::metrics::{FlushCause, TaskMetrics};
 use super::source::{Committed, Source};
+use super::transforms::Transforms;
 use spillway_connector::{ConnectorConfig, Tolerance};
 use spillway_kafka::{AckType, ConsumedRecord};
 use spillway_runtime::batch::{FlushScope, Outcome, PutReport, RecordBatch, Settlement, TaskError};
@@ -76,6 +77,8 @@ pub struct TaskLoop {
     pub(super) records: InFlight,
     /// The key's and value's converters the host runs (AvroConverter).
     pub(super) converters: Converting,
+    /// The connector's transforms, with an instance of each transform plugin.
+    pub(super) transforms: Transforms,
     /// Consecutive rounds of `put()` that asked for a retry.
     pub(super) failed_rounds: u32,
     /// Share groups: the broker archives a record after this many deliveries.
@@ -104,11 +107,13 @@ impl TaskLoop {
     /// every record it did not finish (RELEASE) and commits.
     pub async fn run(mut self, stop: CancellationToken) -> TaskExit {
         self.plugin.instance.interrupt_on(Some(stop.clone()));
+        self.transforms.interrupt_on(Some(&stop));
         let exit = match self.iterate_until(&stop).await {
             Ok(()) => TaskExit::Stopped,
             Err(Failure(trace)) => TaskExit::Failed(trace),
         };
         self.plugin.instance.interrupt_on(None);
+        self.transforms.interrupt_on(None);
         self.shut_down(exit == TaskExit::Stopped).await;
         exit
     }
@@ -452,7 +457,7 @@ impl TaskLoop {
         }
         match &self.dlq {
             Some(dlq) => {
-                dlq.send(record, &reason, stage)
+                dlq.send(record, &reason, &stage)
                     .await
                     .map_err(|e| Failure(format!("writing {at} to the dead-letter queue: {e:#}")))?;
                 self.metrics.dead_lettered.fetch_add(1, Relaxed);
@@ -643,6 +648,7 @@ impl TaskLoop {
         {
             tracing::warn!(task = self.name, error = %e, "plugin stop failed");
         }
+        self.transforms.stop().await;
         if let Err(e) = self.source.close(&self.records).await {
             tracing::warn!(task = self.name, error = format!("{e:#}"), "closing the consumer failed");
         }

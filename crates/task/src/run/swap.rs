@@ -15,9 +15,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-/// A started instance of the new version, for one running task.
+/// Started instances of the new builds, for one running task: of its sink
+/// plugin, of its transform plugins (all of them, in the chain's order), or
+/// both.
 pub struct Swap {
-    pub instance: PluginInstance,
+    pub instance: Option<PluginInstance>,
+    pub transforms: Option<Vec<PluginInstance>>,
     pub done: oneshot::Sender<Swapped>,
 }
 
@@ -33,11 +36,28 @@ pub struct Swapped {
 }
 
 impl TaskLoop {
-    /// Drains the old instance and puts the new one in its place. Called
-    /// between batches, with nothing fetched ahead.
+    /// Puts the new transform instances in place (a transform holds no
+    /// records) and drains the old sink instance before the new one takes
+    /// its place. Called between batches, with nothing fetched ahead.
     pub(super) async fn swap_plugin(&mut self, swap: Swap, stop: &CancellationToken) -> Result<(), Failure> {
-        let Swap { mut instance, done } = swap;
+        let Swap { instance, transforms, done } = swap;
         let started = Instant::now();
+        if let Some(transforms) = transforms {
+            let mut old = self.transforms.swap(transforms);
+            self.transforms.interrupt_on(Some(stop));
+            tracing::info!(task = self.name, "transform plugins swapped");
+            tokio::spawn(async move {
+                for instance in &mut old {
+                    if let Err(e) = instance.stop().await {
+                        tracing::warn!(error = %e, "a swapped-out transform's stop failed");
+                    }
+                }
+            });
+        }
+        let Some(mut instance) = instance else {
+            let _ = done.send(Swapped { pause: started.elapsed(), put_again: 0 });
+            return Ok(());
+        };
         if self.records.is_holding() {
             self.flush(FlushCause::Swap, FlushScope::All).await?;
         }

@@ -132,7 +132,11 @@ impl HerderLoop {
         self.check_group_config_owner(&config)?;
         let plugin_name = plugin_name.unwrap_or_else(|| config.get("connector.class").cloned().unwrap_or_default());
         let plugin = self.plugins.resolve(&plugin_name, &PluginPick::of(&config)).cloned();
+        let transforms = ConnectorConfig::parse(&config, &self.config.defaults)
+            .ok()
+            .map(|parsed| self.plugins.resolve_transforms(&parsed));
         Ok(ConfigCheck {
+            transforms,
             runtime: self.worker.runtime.clone(),
             validations: self.validations.clone(),
             plugin_name,

@@ -12,7 +12,7 @@ use crate::herder::types::*;
 use crate::herder::validate;
 use crate::herder::{HerderError, HerderResult, TaskMetricsEntry};
 use crate::kafka::clients::ClusterAccess;
-use crate::runtime::Plugin;
+use crate::runtime::{Plugin, PluginKind};
 
 impl HerderLoop {
     /// The installed build a config picks, if any: whose PASSWORD keys are secret.
@@ -144,11 +144,16 @@ impl HerderLoop {
             None => None,
         };
         let pick = PluginPick { version: range, digest: None };
-        let plugin = self.plugins.resolve(plugin, &pick).map_err(|refusal| match refusal.key {
+        let plugin = self.plugins.resolve_any(plugin, &pick).map_err(|refusal| match refusal.key.as_str() {
             "connector.class" => HerderError::NotFound(format!("Unknown plugin {plugin}")),
             _ => HerderError::NotFound(refusal.message),
         })?;
-        let mut keys = validate::host_key_infos();
+        // A transform's keys are its own, as Connect lists a
+        // transformation's ConfigDef; a connector's come with the host's.
+        let mut keys = match plugin.kind {
+            PluginKind::Sink => validate::host_key_infos(),
+            PluginKind::Transform => Vec::new(),
+        };
         keys.extend(validate::plugin_key_infos(plugin));
         Ok(keys)
     }

@@ -41,6 +41,9 @@ pub(super) struct ConnectorRuntime {
     /// The build of the plugin its config picks, resolved with `config`;
     /// tasks started from now on run it.
     pub(super) plugin: Option<Plugin>,
+    /// The builds of its transform plugins, in the chain's order, resolved
+    /// with `config`.
+    pub(super) transforms: Vec<Plugin>,
     pub(super) state: State,
     pub(super) trace: Option<String>,
     pub(super) tasks: BTreeMap<u32, TaskRuntime>,
@@ -56,6 +59,7 @@ impl ConnectorRuntime {
         ConnectorRuntime {
             config: None,
             plugin: None,
+            transforms: Vec::new(),
             state: State::Unassigned,
             trace: None,
             tasks: BTreeMap::new(),
@@ -150,14 +154,17 @@ impl Worker {
             let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
             format!("invalid configuration: {}", lines.join("; "))
         });
-        let checked = parsed.and_then(|config| match plugins.resolve(&config.plugin, &config.plugin_pick) {
-            Ok(plugin) => Ok((config, plugin.clone())),
-            Err(Refusal { key, message }) => Err(format!("{key}: {message}")),
+        let checked = parsed.and_then(|config| {
+            let refused = |Refusal { key, message }| format!("{key}: {message}");
+            let plugin = plugins.resolve(&config.plugin, &config.plugin_pick).map_err(refused)?.clone();
+            let transforms = plugins.resolve_transforms(&config).map_err(refused)?;
+            Ok((config, plugin, transforms))
         });
         match checked {
-            Ok((config, plugin)) => {
+            Ok((config, plugin, transforms)) => {
                 connector.config = Some(Arc::new(config));
                 connector.plugin = Some(plugin);
+                connector.transforms = transforms;
                 connector.trace = None;
                 connector.state = match target {
                     TargetState::Started => State::Running,
@@ -169,6 +176,7 @@ impl Worker {
                 tracing::error!(connector = name, trace, "connector failed");
                 connector.config = None;
                 connector.plugin = None;
+                connector.transforms = Vec::new();
                 connector.state = State::Failed;
                 connector.trace = Some(trace);
             }
@@ -184,11 +192,12 @@ impl Worker {
         let Some(plugin) = connector.plugin.clone() else { return };
         let metrics = Arc::new(TaskMetrics { active_topics: connector.active_topics.clone(), ..Default::default() });
         let stop = CancellationToken::new();
-        let running = task_plugin(&plugin);
+        let running = task_plugin(&plugin, &config, &connector.transforms);
         let spec = TaskSpec {
             task_id,
             config,
             plugin,
+            transforms: connector.transforms.clone(),
             bootstrap_servers: self.bootstrap_servers.clone(),
             metrics: metrics.clone(),
         };
@@ -340,7 +349,19 @@ impl Worker {
     }
 }
 
-/// What a task's status says of the build it runs.
-pub(super) fn task_plugin(plugin: &Plugin) -> TaskPlugin {
-    TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone() }
+/// What a task's status says of the builds it runs: its plugin's, and its
+/// transform plugins' (`transforms`, those of `config`'s chain).
+pub(super) fn task_plugin(plugin: &Plugin, config: &ConnectorConfig, transforms: &[Plugin]) -> TaskPlugin {
+    let transforms = config
+        .transforms
+        .plugins()
+        .zip(transforms)
+        .map(|((alias, _), t)| TransformBuild {
+            alias: alias.to_string(),
+            plugin: t.metadata.name.clone(),
+            version: t.metadata.version.clone(),
+            digest: t.digest.clone(),
+        })
+        .collect();
+    TaskPlugin { version: plugin.metadata.version.clone(), digest: plugin.digest.clone(), transforms }
 }

@@ -1,6 +1,7 @@
-//! Hot swap: a running connector moves to another build of its plugin
-//! without a restart. Each task gets a started instance of the new build,
-//! prepared off the herder's loop, and swaps to it between two batches.
+//! Hot swap: a running connector moves to another build of its plugin, or
+//! of its transform plugins, without a restart. Each task gets started
+//! instances of the new builds, prepared off the herder's loop, and swaps
+//! to them between two batches.
 
 use super::{TaskEvent, Worker, task_plugin};
 use crate::connector::{ConnectorConfig, PluginPick, WorkerDefaults};
@@ -12,10 +13,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 impl Worker {
-    /// When the new config differs from the running one only in the build
-    /// of the plugin it picks, and every task runs: each task gets a started
-    /// instance of the new build and swaps to it between two batches, its
-    /// consumer untouched. False when the change needs a restart instead.
+    /// When the new config differs from the running one only in the builds
+    /// it picks (`connector.plugin.*`, `transforms.<alias>.version`), and
+    /// every task runs: each task gets started instances of the new builds
+    /// and swaps to them between two batches, its consumer untouched. False
+    /// when the change needs a restart instead.
     pub(in crate::herder) fn hot_swap(
         &mut self,
         name: &str,
@@ -26,9 +28,15 @@ impl Worker {
         plugins: &PluginRegistry,
     ) -> bool {
         let connector = self.connectors.get_mut(name).expect("checked by the caller");
+        let picks_build = |k: &str| {
+            PluginPick::KEYS.contains(&k)
+                || k.strip_prefix("transforms.")
+                    .and_then(|k| k.strip_suffix(".version"))
+                    .is_some_and(|a| !a.contains('.'))
+        };
         let without_selection = |c: &ConfigMap| {
             let mut c = c.clone();
-            c.retain(|k, _| !PluginPick::KEYS.contains(&k.as_str()));
+            c.retain(|k, _| !picks_build(k));
             c
         };
         if without_selection(previous) != without_selection(config) || target != TargetState::Started {
@@ -46,15 +54,20 @@ impl Worker {
         }
         let Ok(parsed) = ConnectorConfig::parse(config, defaults) else { return false };
         let Ok(plugin) = plugins.resolve(&parsed.plugin, &parsed.plugin_pick).cloned() else { return false };
+        let Ok(transforms) = plugins.resolve_transforms(&parsed) else { return false };
         let parsed = Arc::new(parsed);
         connector.config = Some(parsed.clone());
         connector.plugin = Some(plugin.clone());
-        let to = task_plugin(&plugin);
+        connector.transforms = transforms.clone();
+        let to = task_plugin(&plugin, &parsed, &transforms);
         for (id, task) in connector.tasks.iter_mut() {
             let (Some(from), Some(swaps)) = (task.plugin.clone(), task.swaps.clone()) else { continue };
-            if from.digest == to.digest {
+            if from == to {
                 continue;
             }
+            // Only what changed is instantiated anew.
+            let sink = (from.digest != to.digest).then(|| plugin.clone());
+            let transforms = (from.transforms != to.transforms).then(|| transforms.clone());
             let report = SwapReport {
                 from,
                 to: to.clone(),
@@ -66,7 +79,8 @@ impl Worker {
             task.swap = Some(report.clone());
             let prepare = PrepareSwap {
                 runtime: self.runtime.clone(),
-                plugin: plugin.clone(),
+                plugin: sink,
+                transforms,
                 config: parsed.clone(),
                 task: *id,
                 generation: task.generation,
@@ -81,12 +95,15 @@ impl Worker {
     }
 }
 
-/// A hot swap of one task, prepared off the herder's loop: a started
-/// instance of the new build, handed to the task, whose answer goes back to
-/// the herder as an event.
+/// A hot swap of one task, prepared off the herder's loop: started
+/// instances of the new builds, handed to the task, whose answer goes back
+/// to the herder as an event.
 struct PrepareSwap {
     runtime: Runtime,
-    plugin: Plugin,
+    /// The sink's new build, if it changed.
+    plugin: Option<Plugin>,
+    /// The transform plugins' builds, all of them, if any changed.
+    transforms: Option<Vec<Plugin>>,
     config: Arc<ConnectorConfig>,
     task: u32,
     generation: u64,
@@ -98,22 +115,38 @@ struct PrepareSwap {
 impl PrepareSwap {
     async fn run(self, swaps: mpsc::Sender<Swap>) {
         let mut report = self.report;
-        let started =
-            task::start_instance(&self.runtime, &self.plugin, &self.config, self.task, &self.bootstrap_servers).await;
-        match started {
-            Ok((instance, None)) => {
+        let started = async {
+            let sink = match &self.plugin {
+                Some(plugin) => Some(
+                    task::start_instance(&self.runtime, plugin, &self.config, self.task, &self.bootstrap_servers)
+                        .await?,
+                ),
+                None => None,
+            };
+            let transforms = match &self.transforms {
+                Some(plugins) => {
+                    let name = format!("{}-{}", self.config.name, self.task);
+                    Some(task::start_transforms(&self.runtime, &self.config, plugins, &name).await?)
+                }
+                None => None,
+            };
+            anyhow::Ok((sink, transforms))
+        };
+        match started.await {
+            Ok((Some((_, Some(_))), _)) => {
+                report.outcome = SwapOutcome::RolledBack;
+                report.error = Some("the new build opened an exactly-once grant, which cannot swap".into());
+            }
+            Ok((sink, transforms)) => {
+                let instance = sink.map(|(instance, _)| instance);
                 let (done, swapped) = tokio::sync::oneshot::channel();
-                if swaps.send(Swap { instance, done }).await.is_err() {
+                if swaps.send(Swap { instance, transforms, done }).await.is_err() {
                     return; // The task ended first: its next run starts on the new build.
                 }
                 let Ok(swapped) = swapped.await else { return };
                 report.outcome = SwapOutcome::Swapped;
                 report.pause_micros = Some(swapped.pause.as_micros() as u64);
                 report.records_put_again = Some(swapped.put_again as u64);
-            }
-            Ok((_, Some(_))) => {
-                report.outcome = SwapOutcome::RolledBack;
-                report.error = Some("the new build opened an exactly-once grant, which cannot swap".into());
             }
             Err(e) => {
                 report.outcome = SwapOutcome::RolledBack;
