@@ -279,6 +279,33 @@ async fn worker_info_plugins_and_validation() {
         assert_eq!(p["type"], "sink");
         assert!(p["digest"].as_str().unwrap().starts_with("sha256:"), "{p}");
     }
+    // As Connect's `connectorsOnly=false`: the built-in transforms and
+    // predicates too, each with its keys.
+    let (status, all) = host.get("/connector-plugins?connectorsOnly=false").await;
+    assert_eq!(status, 200);
+    let kind_of = |class: &str| {
+        let found = all.as_array().unwrap().iter().find(|p| p["class"] == class);
+        found.map(|p| (p["type"].as_str().unwrap().to_string(), p.get("digest").is_some()))
+    };
+    assert_eq!(
+        kind_of("org.apache.kafka.connect.transforms.InsertField$Value"),
+        Some(("transformation".into(), false))
+    );
+    assert_eq!(kind_of("io.debezium.transforms.ExtractNewRecordState"), Some(("transformation".into(), false)));
+    assert_eq!(
+        kind_of("org.apache.kafka.connect.transforms.predicates.TopicNameMatches"),
+        Some(("predicate".into(), false))
+    );
+    assert_eq!(kind_of("s3-sink"), Some(("sink".into(), true)));
+    assert_eq!(
+        all.as_array().unwrap().len(),
+        plugins.as_array().unwrap().len() + 28,
+        "7 sinks, 25 transforms, 3 predicates"
+    );
+    let (status, keys) = host.get("/connector-plugins/org.apache.kafka.connect.transforms.RegexRouter/config").await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = keys.as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["regex", "replacement"]);
 
     let (status, keys) = host.get("/connector-plugins/noop-sink/config").await;
     assert_eq!(status, 200);

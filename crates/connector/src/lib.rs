@@ -23,6 +23,8 @@ pub use connect_names::{
 pub use keys::{SHARE_GROUP_CONFIGS, connector_keys, looks_secret};
 pub use parse::check_key_count;
 pub use spillway_config::Problem as ConfigProblem;
+/// The transforms a connector's chain runs, for the host's plugin listings.
+pub use spillway_transforms::{Builtin as BuiltinTransform, builtins as builtin_transforms};
 pub use topics_regex::topics_pattern;
 pub use version_range::VersionRange;
 

@@ -24,6 +24,23 @@ pub use config::{Chain, PluginStep, Problem, Stage, Step};
 pub use data::Data;
 
 use bytes::Bytes;
+use spillway_config::ConfigDef;
+
+/// A built-in class as Connect's `GET /connector-plugins?connectorsOnly=false`
+/// lists it: its type there, its class name, and its keys.
+pub struct Builtin {
+    /// `transformation` or `predicate`.
+    pub kind: &'static str,
+    pub class: &'static str,
+    pub def: &'static ConfigDef,
+}
+
+/// Every built-in transform, then every built-in predicate.
+pub fn builtins() -> impl Iterator<Item = Builtin> {
+    let transforms = builtin::all().iter().map(|c| Builtin { kind: "transformation", class: c.name, def: &c.def });
+    let predicates = predicates::all().iter().map(|c| Builtin { kind: "predicate", class: c.name, def: &c.def });
+    transforms.chain(predicates)
+}
 
 /// A record as the transforms see it: a sink record's fields, with its key
 /// and value as bytes (each transform reads and writes them as [`Data`]).

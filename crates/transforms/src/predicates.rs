@@ -33,6 +33,11 @@ static CLASSES: LazyLock<Vec<Class<dyn Predicate>>> = LazyLock::new(|| {
     ]
 });
 
+/// Every built-in predicate class.
+pub fn all() -> &'static [Class<dyn Predicate>] {
+    &CLASSES
+}
+
 /// The predicate class named `name`, or why it cannot be used.
 pub fn find(name: &str) -> Result<&'static Class<dyn Predicate>, String> {
     CLASSES.iter().find(|c| c.name == name).ok_or_else(|| {

@@ -436,3 +436,20 @@ fn a_type_no_builtin_has_names_a_transform_plugin_with_its_own_keys() {
         refused[0].message
     );
 }
+
+#[test]
+fn the_builtins_are_listed_once_each_with_both_sides() {
+    let all: Vec<Builtin> = builtins().collect();
+    let count = |kind: &str| all.iter().filter(|b| b.kind == kind).count();
+    assert_eq!((count("transformation"), count("predicate")), (25, 3));
+    let mut classes: Vec<&str> = all.iter().map(|b| b.class).collect();
+    classes.sort();
+    classes.dedup();
+    assert_eq!(classes.len(), all.len(), "each class once");
+    for key_side in classes.iter().filter_map(|c| c.strip_suffix("$Key")) {
+        assert!(classes.contains(&format!("{key_side}$Value").as_str()), "{key_side}$Value");
+    }
+    let router = all.iter().find(|b| b.class == format!("{K}RegexRouter")).unwrap();
+    let keys: Vec<&str> = router.def.keys().iter().map(|k| k.name()).collect();
+    assert_eq!(keys, ["regex", "replacement"]);
+}

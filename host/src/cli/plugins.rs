@@ -40,7 +40,14 @@ pub async fn plugins(args: &ClientArgs, command: PluginsCommand) -> Result<Strin
                 let plugins: Vec<PluginInfo> = a.json()?;
                 let rows: Vec<Vec<String>> = plugins
                     .iter()
-                    .map(|p| vec![p.class.clone(), p.kind.clone(), p.version.clone(), short_digest(&p.digest)])
+                    .map(|p| {
+                        vec![
+                            p.class.clone(),
+                            p.kind.clone(),
+                            p.version.clone(),
+                            p.digest.as_deref().map(short_digest).unwrap_or_default(),
+                        ]
+                    })
                     .collect();
                 Ok(table::render(&["PLUGIN", "TYPE", "VERSION", "DIGEST"], &rows))
             })
@@ -62,7 +69,7 @@ pub async fn plugins(args: &ClientArgs, command: PluginsCommand) -> Result<Strin
             s.show(answer, |a| {
                 let p: PluginInfo = a.json()?;
                 let what = if created { "installed" } else { "already installed" };
-                Ok(format!("{what}: {} {} ({})\n", p.class, p.version, p.digest))
+                Ok(format!("{what}: {} {} ({})\n", p.class, p.version, p.digest.unwrap_or_default()))
             })
         }
         PluginsCommand::Reload => {

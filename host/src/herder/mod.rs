@@ -18,7 +18,7 @@ mod worker_config;
 
 pub use distributed::GroupConfig;
 pub use lag::LagView;
-pub use plugins::{PluginRegistry, ScanReport};
+pub use plugins::{PluginRegistry, ScanReport, builtin_infos as builtin_plugin_infos};
 pub use store::{ConfigTopic, StatusTopic};
 pub use types::*;
 pub use worker_config::{WorkerConfig, worker_keys};

@@ -7,7 +7,8 @@
 
 use super::types::PluginInfo;
 use crate::connector::{
-    ConnectorConfig, InstalledNames, PluginPick, VersionRange, answers_to, check_connect_names, connector_keys,
+    ConnectorConfig, InstalledNames, PluginPick, VersionRange, answers_to, builtin_transforms, check_connect_names,
+    connector_keys,
 };
 use crate::runtime::{Plugin, PluginKind, Runtime};
 use semver::Version;
@@ -235,8 +236,21 @@ pub fn plugin_info(p: &Plugin) -> PluginInfo {
         class: p.metadata.name.clone(),
         kind: p.kind.connect_type().into(),
         version: p.metadata.version.clone(),
-        digest: p.digest.clone(),
+        digest: Some(p.digest.clone()),
     }
+}
+
+/// The transforms and predicates built in to the host, as Connect lists
+/// its own with `?connectorsOnly=false`: the host's version, no digest.
+pub fn builtin_infos() -> Vec<PluginInfo> {
+    builtin_transforms()
+        .map(|b| PluginInfo {
+            class: b.class.to_string(),
+            kind: b.kind.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            digest: None,
+        })
+        .collect()
 }
 
 /// Publishes what the newest of `versions` answers to under `name`.

@@ -214,8 +214,10 @@ pub struct PluginInfo {
     #[serde(rename = "type")]
     pub kind: String,
     pub version: String,
-    /// `sha256:<hex>` of the plugin's component.
-    pub digest: String,
+    /// `sha256:<hex>` of the plugin's component; none for a class built in
+    /// to the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// One key of `GET /connector-plugins/{plugin}/config` and of validation.

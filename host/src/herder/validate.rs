@@ -21,6 +21,11 @@ pub fn host_key_infos() -> Vec<ConfigKeyInfo> {
     connector_keys().keys().iter().enumerate().map(|(i, key)| host_key_info(key, i as i32 + 1)).collect()
 }
 
+/// The keys of a ConfigDef of the host's own (a built-in transform's).
+pub fn def_key_infos(def: &crate::config::ConfigDef) -> Vec<ConfigKeyInfo> {
+    def.keys().iter().enumerate().map(|(i, key)| host_key_info(key, i as i32 + 1)).collect()
+}
+
 fn host_key_info(key: &KeyDef, order: i32) -> ConfigKeyInfo {
     ConfigKeyInfo {
         name: key.name().to_string(),

@@ -51,11 +51,16 @@ async fn upload(
 }
 
 /// As Connect: connectors only, unless `?connectorsOnly=false` asks for
-/// the transform plugins too.
+/// the transforms too: the installed plugins, then the built-in transforms
+/// and predicates.
 async fn list(State(s): State<AppState>, query: QueryParams) -> ApiResult<Json<Vec<crate::herder::PluginInfo>>> {
     let connectors_only = query.flag("connectorsOnly", true)?;
     let mut plugins = s.herder.plugins().await?;
-    plugins.retain(|p| !connectors_only || p.kind == "sink");
+    if connectors_only {
+        plugins.retain(|p| p.kind == "sink");
+    } else {
+        plugins.extend(crate::herder::builtin_plugin_infos());
+    }
     Ok(Json(plugins))
 }
 

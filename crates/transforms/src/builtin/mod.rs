@@ -84,6 +84,11 @@ static CLASSES: LazyLock<Vec<Class<dyn Transform>>> = LazyLock::new(|| {
     classes
 });
 
+/// Every built-in transform class.
+pub fn all() -> &'static [Class<dyn Transform>] {
+    &CLASSES
+}
+
 /// The class named `name`, or Connect's reason it cannot be used.
 pub fn find(name: &str) -> Result<&'static Class<dyn Transform>, String> {
     if let Some(class) = CLASSES.iter().find(|c| c.name == name) {

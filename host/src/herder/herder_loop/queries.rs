@@ -3,7 +3,7 @@
 
 use super::{HerderLoop, not_found};
 use crate::capabilities::op::{OpKey, OpStats};
-use crate::connector::{ConnectorConfig, PluginPick, VersionRange};
+use crate::connector::{ConnectorConfig, PluginPick, VersionRange, builtin_transforms};
 use crate::herder::config_check::ConfigCheck;
 use crate::herder::offsets::{OffsetsChange, OffsetsTarget};
 use crate::herder::plugins::plugin_info;
@@ -143,6 +143,10 @@ impl HerderLoop {
             ),
             None => None,
         };
+        // A built-in transform's or predicate's keys are its ConfigDef's.
+        if let Some(builtin) = builtin_transforms().find(|b| b.class == plugin) {
+            return Ok(validate::def_key_infos(builtin.def));
+        }
         let pick = PluginPick { version: range, digest: None };
         let plugin = self.plugins.resolve_any(plugin, &pick).map_err(|refusal| match refusal.key.as_str() {
             "connector.class" => HerderError::NotFound(format!("Unknown plugin {plugin}")),
