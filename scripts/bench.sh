@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/packages.sh
-all=(put_throughput share_loop s3_sink sql_sink mirror languages hot_swap distributed)
+all=(put_throughput share_loop s3_sink sql_sink mirror languages transforms hot_swap distributed)
 if [ "${1:-}" = --smoke ]; then
   export SPILLWAY_BENCH_SMOKE=1
   shift
