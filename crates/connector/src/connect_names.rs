@@ -26,9 +26,15 @@ impl InstalledNames {
         table.insert(plugin.to_string(), (names.clone(), kind));
     }
 
-    /// Whether `plugin` names an installed transform plugin.
-    pub fn is_transform(&self, plugin: &str) -> bool {
-        self.0.read().expect("never poisoned").get(plugin).is_some_and(|(_, kind)| *kind == PluginKind::Transform)
+    /// Whether `class` names an installed transform plugin: by its name, or
+    /// by a Connect class it answers to.
+    pub fn is_transform(&self, class: &str) -> bool {
+        let table = self.0.read().expect("never poisoned");
+        let transform = |kind: &PluginKind| *kind == PluginKind::Transform;
+        match table.get(class) {
+            Some((_, kind)) => transform(kind),
+            None => table.values().any(|(names, kind)| transform(kind) && answers_to(names, class)),
+        }
     }
 
     pub fn remove(&self, plugin: &str) {
@@ -36,13 +42,16 @@ impl InstalledNames {
     }
 
     /// The plugin `class` names and what it answers to: a plugin's own name,
-    /// or a Connect class one declares (or its short forms).
+    /// or a Connect connector class a sink declares (or its short forms).
     pub fn lookup(&self, class: &str) -> Option<(String, ConnectNames)> {
         let table = self.0.read().expect("never poisoned");
         if let Some((names, _)) = table.get(class) {
             return Some((class.to_string(), names.clone()));
         }
-        table.iter().find(|(_, (names, _))| answers_to(names, class)).map(|(p, (n, _))| (p.clone(), n.clone()))
+        let sink_answering = |(_, (names, kind)): &(&String, &(ConnectNames, PluginKind))| {
+            *kind == PluginKind::Sink && answers_to(names, class)
+        };
+        table.iter().find(sink_answering).map(|(p, (n, _))| (p.clone(), n.clone()))
     }
 }
 
@@ -308,5 +317,12 @@ mod tests {
         assert_eq!(installed.lookup("JdbcSink").unwrap().0, "JdbcSink");
         installed.remove("sql-sink");
         assert!(installed.lookup("JdbcSinkConnector").is_none());
+        // A transform answers to its Connect transformation class in
+        // transforms.<alias>.type, and is no connector's class.
+        let smt = ConnectNames { classes: vec!["com.example.Redact".into()], ..Default::default() };
+        installed.set("redact", &smt, PluginKind::Transform);
+        assert!(installed.is_transform("redact") && installed.is_transform("com.example.Redact"));
+        assert!(!installed.is_transform("JdbcSink") && !installed.is_transform("com.example.Other"));
+        assert!(installed.lookup("com.example.Redact").is_none());
     }
 }

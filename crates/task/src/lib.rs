@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use transforms::Transforms;
-pub use transforms::start_instances as start_transforms;
+pub use transforms::{start_instances as start_transforms, stop_all as stop_transforms};
 
 /// What a task needs to start.
 pub struct TaskSpec {
@@ -60,7 +60,10 @@ pub async fn start_instance(
     // key that names a secret unless the plugin declares it.
     let keys = connector_keys();
     let declared = |key: &str| plugin.metadata.config.iter().any(|k| k.name == key);
-    let reads = |key: &str| !keys.is_secret(key) && (!looks_secret(key) || declared(key));
+    // The chain's keys are the transforms' (a transform plugin's secrets
+    // among them), not the sink's.
+    let chain_key = |key: &str| key.starts_with("transforms.") || key.starts_with("predicates.");
+    let reads = |key: &str| !keys.is_secret(key) && !chain_key(key) && (!looks_secret(key) || declared(key));
     let mut plugin_config: Vec<(String, String)> =
         config.raw.iter().filter(|(k, _)| reads(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     plugin_config.push(("task.id".into(), task_id.to_string()));
@@ -89,9 +92,17 @@ pub async fn start_instance(
 pub async fn start(runtime: &Runtime, spec: TaskSpec) -> Result<TaskLoop> {
     let config = spec.config;
     let name = format!("{}-{}", config.name, spec.task_id);
+    // The transforms first: they connect nothing, and one that fails to
+    // start leaves no sink instance with open Kafka grants behind.
+    let mut transforms = Transforms::start(runtime, &config, &spec.transforms, &name).await?;
     let (instance, exactly_once) =
-        start_instance(runtime, &spec.plugin, &config, spec.task_id, &spec.bootstrap_servers).await?;
-    let transforms = Transforms::start(runtime, &config, &spec.transforms, &name).await?;
+        match start_instance(runtime, &spec.plugin, &config, spec.task_id, &spec.bootstrap_servers).await {
+            Ok(started) => started,
+            Err(e) => {
+                transforms.stop().await;
+                return Err(e);
+            }
+        };
     let guarantee = match exactly_once {
         Some(_) => DeliveryGuarantee::ExactlyOnce,
         None => DeliveryGuarantee::AtLeastOnce,

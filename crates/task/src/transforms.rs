@@ -7,6 +7,7 @@ use super::convert::to_batch;
 use super::in_flight::InFlight;
 use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
+use spillway_capabilities::Grants;
 use spillway_connector::ConnectorConfig;
 use spillway_kafka::ConsumedRecord;
 use spillway_runtime::bindings::Transformed as Out;
@@ -62,11 +63,7 @@ impl Transforms {
     }
 
     pub(super) async fn stop(&mut self) {
-        for instance in &mut self.instances {
-            if let Err(e) = instance.stop().await {
-                tracing::warn!(error = %e, "a transform plugin's stop failed");
-            }
-        }
+        stop_all(&mut self.instances).await;
     }
 
     /// Runs records `ids` through the chain and says what became of each,
@@ -160,19 +157,38 @@ pub async fn start_instances(
     if steps.len() != plugins.len() {
         return Err(anyhow!("{} transform plugins resolved for {} plugin stages", plugins.len(), steps.len()));
     }
+    // No grants: a transform is linked with logging only. The worker's
+    // per-instance bounds hold for it as for the sink.
+    let grants = Grants { bounds: config.grants.bounds.clone(), ..Default::default() };
     let mut instances = Vec::with_capacity(plugins.len());
     for ((alias, step), plugin) in steps.into_iter().zip(plugins) {
         let name = format!("{task}-{alias}");
-        // No grants: a transform is linked with logging only.
-        let grants = Default::default();
-        let mut instance = runtime
-            .instantiate(plugin, &name, &grants, &config.limits)
-            .await
-            .with_context(|| format!("instantiating transform {alias} ({})", plugin.metadata.name))?;
-        instance.start(&step.settings).await.map_err(|e| anyhow!("transform {alias} start: {e}"))?;
-        instances.push(instance);
+        let started = async {
+            let mut instance = runtime
+                .instantiate(plugin, &name, &grants, &config.limits)
+                .await
+                .with_context(|| format!("instantiating transform {alias} ({})", plugin.metadata.name))?;
+            instance.start(&step.settings).await.map_err(|e| anyhow!("transform {alias} start: {e}"))?;
+            anyhow::Ok(instance)
+        };
+        match started.await {
+            Ok(instance) => instances.push(instance),
+            Err(e) => {
+                stop_all(&mut instances).await;
+                return Err(e);
+            }
+        }
     }
     Ok(instances)
+}
+
+/// Stops each of `instances` (Connect's `close`), saying which failed.
+pub async fn stop_all(instances: &mut [PluginInstance]) {
+    for instance in instances {
+        if let Err(e) = instance.stop().await {
+            tracing::warn!(error = %e, "a transform plugin's stop failed");
+        }
+    }
 }
 
 fn as_transform_record(record: &ConsumedRecord) -> Record {

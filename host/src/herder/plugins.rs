@@ -126,7 +126,7 @@ impl PluginRegistry {
     /// error says what is installed instead.
     pub fn resolve(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
         let keys = ["connector.class", "connector.plugin.version", "connector.plugin.digest"];
-        let plugin = self.pick(name, pick, keys)?;
+        let plugin = self.pick(name, pick, keys, Some(PluginKind::Sink))?;
         if plugin.kind == PluginKind::Transform {
             return Err(Refusal {
                 key: keys[0].into(),
@@ -147,7 +147,8 @@ impl PluginRegistry {
                 Err(e) => return Err(Refusal { key: version_key, message: e.to_string() }),
             };
             let keys = [format!("transforms.{alias}.type"), version_key, String::new()];
-            let plugin = self.pick(&step.name, &PluginPick { version, digest: None }, keys)?;
+            let plugin =
+                self.pick(&step.name, &PluginPick { version, digest: None }, keys, Some(PluginKind::Transform))?;
             if plugin.kind != PluginKind::Transform {
                 let message = format!("'{}' is a sink plugin, not a transform", step.name);
                 return Err(Refusal { key: format!("transforms.{alias}.type"), message });
@@ -159,19 +160,28 @@ impl PluginRegistry {
 
     /// The newest build of `name`, a sink or a transform, that `pick` admits.
     pub fn resolve_any(&self, name: &str, pick: &PluginPick) -> Result<&Plugin, Refusal> {
-        self.pick(name, pick, ["connector.class", "connector.plugin.version", "connector.plugin.digest"])
+        self.pick(name, pick, ["connector.class", "connector.plugin.version", "connector.plugin.digest"], None)
     }
 
     /// The newest installed build of `name` that `pick` admits; a refusal
-    /// blames `keys`: the one naming the plugin, its version, its digest.
-    fn pick(&self, name: &str, pick: &PluginPick, keys: [impl Into<String>; 3]) -> Result<&Plugin, Refusal> {
+    /// blames `keys`: the one naming the plugin, its version, its digest. A
+    /// Connect class name finds a plugin of `kind` that answers to it.
+    fn pick(
+        &self,
+        name: &str,
+        pick: &PluginPick,
+        keys: [impl Into<String>; 3],
+        kind: Option<PluginKind>,
+    ) -> Result<&Plugin, Refusal> {
         let [name_key, version_key, digest_key] = keys.map(Into::into);
         let (version, digest) = (pick.version.as_ref(), pick.digest.as_deref());
         // A Connect class name stands for the plugin whose newest build
         // answers to it.
         let versions = self.plugins.get(name).or_else(|| {
             let answers = |v: &&BTreeMap<Version, Installed>| {
-                v.values().next_back().is_some_and(|newest| answers_to(&newest.plugin.connect, name))
+                v.values().next_back().is_some_and(|newest| {
+                    kind.is_none_or(|kind| newest.plugin.kind == kind) && answers_to(&newest.plugin.connect, name)
+                })
             };
             self.plugins.values().find(answers)
         });

@@ -12,7 +12,7 @@ use crate::connector::{
 };
 use crate::policy::RequestBounds;
 use crate::runtime::bindings::{ConfigKey, ConfigType, Importance};
-use crate::runtime::{Plugin, Runtime};
+use crate::runtime::{Plugin, PluginKind, Runtime};
 use std::collections::BTreeMap;
 use tokio::sync::Semaphore;
 
@@ -89,13 +89,17 @@ pub async fn validate(
     defaults: &WorkerDefaults,
 ) -> ConfigInfos {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // The builds the config picks, which say which of its keys are secrets.
+    let mut builds: Vec<&Plugin> = plugin.as_ref().ok().copied().into_iter().collect();
+    builds.extend(transforms.as_ref().and_then(|t| t.as_ref().ok()).into_iter().flat_map(|t| t.iter()));
     let mut warnings = match ConnectorConfig::parse(config, defaults) {
         Ok(parsed) => {
             let transform_errors = match transforms {
                 None => Vec::new(),
                 Some(Err(Refusal { key, message })) => vec![(key, message)],
                 Some(Ok(plugins)) => {
-                    validate_transforms(runtime, validations, &parsed, plugins, &defaults.policy.requests).await
+                    let bounds = &defaults.policy.requests;
+                    validate_transforms(runtime, validations, &parsed, config, plugins, bounds).await
                 }
             };
             for (key, message) in transform_errors {
@@ -138,7 +142,7 @@ pub async fn validate(
         Ok(plugin) => derive_grants(config, &plugin.connect, &defaults.cluster).keys,
         Err(_) => Vec::new(),
     };
-    ConfigInfos { derived_grants, ..config_infos(plugin_name, keys, config, errors, warnings, plugin.ok()) }
+    ConfigInfos { derived_grants, ..config_infos(plugin_name, keys, config, errors, warnings, &builds) }
 }
 
 /// The answer: each defined key with its value and errors, then every other
@@ -149,13 +153,13 @@ fn config_infos(
     config: &ConfigMap,
     mut errors: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,
-    plugin: Option<&Plugin>,
+    builds: &[&Plugin],
 ) -> ConfigInfos {
     let mut configs: Vec<ConfigInfo> = keys
         .into_iter()
         .map(|definition| {
             // As Connect: an unset key's value is its default.
-            let value = shown_value(config, &definition.name, plugin).or_else(|| definition.default_value.clone());
+            let value = shown_value(config, &definition.name, builds).or_else(|| definition.default_value.clone());
             let errors = errors.remove(&definition.name).unwrap_or_default();
             config_info(definition, value, errors)
         })
@@ -179,7 +183,7 @@ fn config_infos(
                 order: 0,
             },
         };
-        configs.push(config_info(definition, shown_value(config, &name, plugin), errs));
+        configs.push(config_info(definition, shown_value(config, &name, builds), errs));
     }
     let mut groups: Vec<String> = connector_keys().groups().into_iter().map(String::from).collect();
     groups.push("Plugin".into());
@@ -195,32 +199,44 @@ fn config_infos(
 
 /// `key`'s value as validation shows it: `[hidden]` for a secret (see
 /// [`is_secret`]).
-fn shown_value(config: &ConfigMap, key: &str, plugin: Option<&Plugin>) -> Option<String> {
-    config.get(key).map(|v| if is_secret(plugin, key) { HIDDEN.into() } else { v.clone() })
+fn shown_value(config: &ConfigMap, key: &str, builds: &[&Plugin]) -> Option<String> {
+    config.get(key).map(|v| if is_secret(builds, key) { HIDDEN.into() } else { v.clone() })
 }
 
 pub use crate::config::HIDDEN;
 
-/// A secret key: the host's table says so, `plugin` declares a PASSWORD,
-/// it is a Connect key from which a grant's secret is derived, or its name
-/// says it is one (`connection.password`, whatever plugin is installed).
-pub fn is_secret(plugin: Option<&Plugin>, key: &str) -> bool {
+/// A secret key: the host's table says so, its name says it is one
+/// (`connection.password`, whatever plugin is installed), or one of
+/// `builds` (the plugin builds its config picks: its sink, its transform
+/// plugins) declares it a PASSWORD: a sink its own keys, or names it as a
+/// Connect key from which a grant's secret is derived; a transform the keys
+/// under `transforms.<alias>.`.
+pub fn is_secret(builds: &[&Plugin], key: &str) -> bool {
     if connector_keys().is_secret(key) || looks_secret(key) {
         return true;
     }
-    let Some(plugin) = plugin else { return false };
+    let password = |plugin: &Plugin, key: &str| {
+        plugin.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password)
+    };
     let derives_secret =
         |s: &crate::runtime::GrantSource| s.connect_key == key && connector_keys().is_secret(&grant_key(s));
-    plugin.metadata.config.iter().any(|k| k.name == key && k.type_ == ConfigType::Password)
-        || plugin.connect.grant_sources.iter().any(derives_secret)
+    let stage_key = key.strip_prefix("transforms.").and_then(|rest| rest.split_once('.')).map(|(_, k)| k);
+    builds.iter().any(|plugin| match (plugin.kind, stage_key) {
+        (PluginKind::Transform, Some(own)) => password(plugin, own),
+        (PluginKind::Transform, None) => false,
+        (PluginKind::Sink, _) => password(plugin, key) || plugin.connect.grant_sources.iter().any(derives_secret),
+    })
 }
 
 /// Whether a plugin is given `key`: not a host secret, not a key the host
-/// keeps (a grant derived from it), and not a key that names a secret
-/// unless the plugin declares it.
+/// keeps (a grant derived from it), not a key of the transform chain (the
+/// transforms', their secrets among them), and not a key that names a
+/// secret unless the plugin declares it.
 pub fn plugin_reads(plugin: &Plugin, key: &str) -> bool {
     let declared = || plugin.metadata.config.iter().any(|k| k.name == key);
+    let chain_key = key.starts_with("transforms.") || key.starts_with("predicates.");
     !connector_keys().is_secret(key)
+        && !chain_key
         && !connect_keys(&plugin.connect).any(|k| k == key)
         && (!looks_secret(key) || declared())
 }
@@ -228,17 +244,17 @@ pub fn plugin_reads(plugin: &Plugin, key: &str) -> bool {
 /// `config` as the REST API shows it: each secret value `[hidden]`, as
 /// validation shows it (stricter than Connect, which prints them). A
 /// placeholder (`${file:…}`) is no secret and shows as written.
-pub fn shown(plugin: Option<&Plugin>, config: &ConfigMap) -> ConfigMap {
-    let hide = |k: &str, v: &str| is_secret(plugin, k) && !v.trim_start().starts_with("${");
+pub fn shown(builds: &[&Plugin], config: &ConfigMap) -> ConfigMap {
+    let hide = |k: &str, v: &str| is_secret(builds, k) && !v.trim_start().starts_with("${");
     config.iter().map(|(k, v)| (k.clone(), if hide(k, v) { HIDDEN.into() } else { v.clone() })).collect()
 }
 
 /// A secret sent back as `[hidden]` (a config read, changed and written
 /// back) keeps the value `previous` holds, rather than become the word.
-pub fn keep_hidden_secrets(plugin: Option<&Plugin>, config: &mut ConfigMap, previous: &ConfigMap) {
+pub fn keep_hidden_secrets(builds: &[&Plugin], config: &mut ConfigMap, previous: &ConfigMap) {
     for (key, value) in config.iter_mut() {
         if value == HIDDEN
-            && is_secret(plugin, key)
+            && is_secret(builds, key)
             && let Some(kept) = previous.get(key)
         {
             value.clone_from(kept);
@@ -334,27 +350,35 @@ fn check_value(key: &ConfigKey, value: Option<&String>) -> Option<String> {
     (!ok).then(|| format!("Invalid value '{value}' for configuration {}", key.name))
 }
 
-/// The plugin's own checks, in a throwaway instance with no grants, within
-/// the worker's bounds: a turn among `bounds.validations`, and
-/// `bounds.validate_timeout` (instantiation included: with no grants, it
-/// has nothing to wait for but itself).
-/// Checks the settings of each transform plugin stage of `config`'s chain
+/// Checks the settings of each transform plugin stage of `parsed`'s chain
 /// (`plugins`, in order) as a connector's are checked: its declared keys'
 /// values, no key it does not declare, then its own `validate`. Problems
-/// are reported under `transforms.<alias>.<key>`.
+/// are reported under `transforms.<alias>.<key>`. As for the sink, the
+/// settings are taken from `given`, the config as written: a placeholder's
+/// value is a secret of the host's, checked when a task starts, and never
+/// quoted back nor shown to the plugin here.
 async fn validate_transforms(
     runtime: &Runtime,
     validations: &Semaphore,
-    config: &ConnectorConfig,
+    parsed: &ConnectorConfig,
+    given: &ConfigMap,
     plugins: &[Plugin],
     bounds: &RequestBounds,
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
-    for ((alias, step), plugin) in config.transforms.plugins().zip(plugins) {
+    for ((alias, step), plugin) in parsed.transforms.plugins().zip(plugins) {
         let prefix = format!("transforms.{alias}.");
-        let settings: ConfigMap = step.settings.iter().cloned().collect();
+        let settings: ConfigMap = step
+            .settings
+            .iter()
+            .filter_map(|(key, _)| Some((key.clone(), given.get(&format!("{prefix}{key}"))?.clone())))
+            .collect();
         for key in &plugin.metadata.config {
-            if let Some(message) = check_value(key, settings.get(&key.name)) {
+            let value = settings.get(&key.name);
+            if value.is_some_and(|v| v.contains("${")) {
+                continue;
+            }
+            if let Some(message) = check_value(key, value) {
                 errors.push((prefix.clone() + &key.name, message));
             }
         }
@@ -375,6 +399,10 @@ async fn validate_transforms(
     errors
 }
 
+/// The plugin's own checks, in a throwaway instance with no grants, within
+/// the worker's bounds: a turn among `bounds.validations`, and
+/// `bounds.validate_timeout` (instantiation included: with no grants, it
+/// has nothing to wait for but itself).
 async fn plugin_validate(
     runtime: &Runtime,
     validations: &Semaphore,
@@ -478,7 +506,7 @@ mod tests {
             ("plugin.grant.fs.logs.path".to_string(), vec!["refused".to_string()]),
         ]
         .into();
-        let infos = config_infos("p", keys, &config, errors, Vec::new(), None);
+        let infos = config_infos("p", keys, &config, errors, Vec::new(), &[]);
         let text = serde_json::to_string(&infos).unwrap();
         assert!(!text.contains("pw-4a1f") && !text.contains("tk-9c3e"), "{text}");
         assert!(text.contains("/visible"), "{text}");

@@ -46,13 +46,7 @@ impl TaskLoop {
             let mut old = self.transforms.swap(transforms);
             self.transforms.interrupt_on(Some(stop));
             tracing::info!(task = self.name, "transform plugins swapped");
-            tokio::spawn(async move {
-                for instance in &mut old {
-                    if let Err(e) = instance.stop().await {
-                        tracing::warn!(error = %e, "a swapped-out transform's stop failed");
-                    }
-                }
-            });
+            tokio::spawn(async move { crate::transforms::stop_all(&mut old).await });
         }
         let Some(mut instance) = instance else {
             let _ = done.send(Swapped { pause: started.elapsed(), put_again: 0 });

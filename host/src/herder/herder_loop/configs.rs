@@ -77,7 +77,7 @@ impl HerderLoop {
             )));
         }
         config.insert("name".into(), name);
-        validate::keep_hidden_secrets(self.plugin_of(&config), &mut config, &previous);
+        validate::keep_hidden_secrets(&self.builds_of(&config), &mut config, &previous);
         self.config_check(None, config, Some(previous))
     }
 

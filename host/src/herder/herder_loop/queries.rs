@@ -21,6 +21,21 @@ impl HerderLoop {
         self.plugins.resolve(class, &PluginPick::of(config)).ok()
     }
 
+    /// The builds `config` picks, as far as they are installed: its
+    /// plugin's, then each transform plugin's its chain names.
+    pub(super) fn builds_of(&self, config: &ConfigMap) -> Vec<&Plugin> {
+        let mut builds: Vec<&Plugin> = self.plugin_of(config).into_iter().collect();
+        let stages =
+            config.iter().filter_map(|(k, v)| Some((k.strip_prefix("transforms.")?.strip_suffix(".type")?, v)));
+        for (alias, class) in stages.filter(|(alias, _)| !alias.contains('.')) {
+            let version = config.get(&format!("transforms.{alias}.version")).and_then(|v| VersionRange::parse(v).ok());
+            let pick = PluginPick { version, digest: None };
+            builds
+                .extend(self.plugins.resolve_any(class.trim(), &pick).ok().filter(|p| p.kind == PluginKind::Transform));
+        }
+        builds
+    }
+
     /// The connector's task ids: those this worker runs standalone; in a
     /// group, every task the connector has, wherever it runs.
     pub(super) fn task_ids(&self, name: &str) -> Vec<u32> {
@@ -34,7 +49,7 @@ impl HerderLoop {
         let raw = &self.stored_connector(name)?.config;
         Ok(ConnectorInfo {
             name: name.to_string(),
-            config: validate::shown(self.plugin_of(raw), raw),
+            config: validate::shown(&self.builds_of(raw), raw),
             tasks: self
                 .task_ids(name)
                 .into_iter()
@@ -110,7 +125,7 @@ impl HerderLoop {
             .task_ids(name)
             .into_iter()
             .map(|task| {
-                let mut config = validate::shown(self.plugin_of(raw), raw);
+                let mut config = validate::shown(&self.builds_of(raw), raw);
                 config.insert("task.id".into(), task.to_string());
                 TaskInfo { id: ConnectorTaskId { connector: name.to_string(), task }, config }
             })

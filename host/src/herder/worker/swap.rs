@@ -115,27 +115,43 @@ struct PrepareSwap {
 impl PrepareSwap {
     async fn run(self, swaps: mpsc::Sender<Swap>) {
         let mut report = self.report;
+        // The transforms first: they connect nothing, so a sink that fails
+        // to start leaves only them to stop.
         let started = async {
-            let sink = match &self.plugin {
-                Some(plugin) => Some(
-                    task::start_instance(&self.runtime, plugin, &self.config, self.task, &self.bootstrap_servers)
-                        .await?,
-                ),
-                None => None,
-            };
-            let transforms = match &self.transforms {
+            let mut transforms = match &self.transforms {
                 Some(plugins) => {
                     let name = format!("{}-{}", self.config.name, self.task);
                     Some(task::start_transforms(&self.runtime, &self.config, plugins, &name).await?)
                 }
                 None => None,
             };
+            let sink = match &self.plugin {
+                Some(plugin) => {
+                    let started =
+                        task::start_instance(&self.runtime, plugin, &self.config, self.task, &self.bootstrap_servers)
+                            .await;
+                    match started {
+                        Ok(started) => Some(started),
+                        Err(e) => {
+                            if let Some(transforms) = &mut transforms {
+                                task::stop_transforms(transforms).await;
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+                None => None,
+            };
             anyhow::Ok((sink, transforms))
         };
         match started.await {
-            Ok((Some((_, Some(_))), _)) => {
+            Ok((Some((mut instance, Some(_))), mut transforms)) => {
                 report.outcome = SwapOutcome::RolledBack;
                 report.error = Some("the new build opened an exactly-once grant, which cannot swap".into());
+                let _ = instance.stop().await;
+                if let Some(transforms) = &mut transforms {
+                    task::stop_transforms(transforms).await;
+                }
             }
             Ok((sink, transforms)) => {
                 let instance = sink.map(|(instance, _)| instance);
