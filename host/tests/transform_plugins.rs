@@ -275,6 +275,19 @@ async fn a_transform_plugin_is_checked_pinned_and_listed_as_connect_does() {
     assert!(not_a_sink.contains("'rust-redact' is a transform plugin"), "{not_a_sink}");
     let not_a_transform = refused(&[("transforms.rs.type", Some("s3-sink"))]).await;
     assert!(not_a_transform.contains("transforms.rs.type"), "{not_a_transform}");
+    // Each plugin stage is an instance per task: the worker's policy caps
+    // them (4 by default); built-ins do not count.
+    let mut five = vec![("transforms", Some("py,rs,js,rs2,rs3"))];
+    for alias in ["rs2", "rs3"] {
+        five.push((if alias == "rs2" { "transforms.rs2.type" } else { "transforms.rs3.type" }, Some("rust-redact")));
+        five.push((if alias == "rs2" { "transforms.rs2.fields" } else { "transforms.rs3.fields" }, Some("id")));
+    }
+    let too_many = refused(&five).await;
+    assert!(
+        too_many
+            .contains("transforms: 5 transform plugin stages, and the worker's policy.transform.plugins.max allows 4"),
+        "{too_many}"
+    );
 
     let listed = herder.plugins().await.unwrap();
     let mut kinds: Vec<(String, String)> = listed.iter().map(|p| (p.class.clone(), p.kind.clone())).collect();

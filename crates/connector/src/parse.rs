@@ -144,6 +144,14 @@ impl ConnectorConfig {
             problems.extend(refused);
             Default::default()
         });
+        let (stages, most) = (transforms.plugins().count(), worker.policy.requests.transform_plugins);
+        if stages > most {
+            let message = format!(
+                "{stages} transform plugin stages, and the worker's policy.transform.plugins.max allows {most} \
+                 (each is a plugin instance per task)"
+            );
+            problems.push(ConfigProblem { key: "transforms".into(), message });
+        }
         let mut named: Vec<(&str, &str)> = topics.iter().map(|t| ("topics", t.as_str())).collect();
         named.extend(dlq_topic.map(|t| ("errors.deadletterqueue.topic.name", t)));
         let pattern = topics_regex.as_deref().and_then(|r| topics_pattern(r).ok());

@@ -53,11 +53,19 @@ pub struct RequestBounds {
     pub validations: usize,
     /// Keys one connector config may have.
     pub config_keys: usize,
+    /// Transform plugin stages one connector may chain: each is a plugin
+    /// instance per task, of up to the memory budget.
+    pub transform_plugins: usize,
 }
 
 impl Default for RequestBounds {
     fn default() -> Self {
-        RequestBounds { validate_timeout: Duration::from_secs(10), validations: 2, config_keys: 1000 }
+        RequestBounds {
+            validate_timeout: Duration::from_secs(10),
+            validations: 2,
+            config_keys: 1000,
+            transform_plugins: 4,
+        }
     }
 }
 
@@ -88,7 +96,7 @@ impl<T: Default> Bound<T> {
     }
 }
 
-const REQUEST_BOUNDS: [Bound<RequestBounds>; 3] = [
+const REQUEST_BOUNDS: [Bound<RequestBounds>; 4] = [
     Bound {
         key: "policy.plugin.validate.timeout.ms",
         doc: "How long a plugin's validate may run (REST validate, create and update), instantiation \
@@ -109,6 +117,13 @@ const REQUEST_BOUNDS: [Bound<RequestBounds>; 3] = [
         doc: "Keys a connector config may have; a config of more is refused before any key is read.",
         get: |b| b.config_keys as u64,
         set: |b, v| b.config_keys = v as usize,
+    },
+    Bound {
+        key: "policy.transform.plugins.max",
+        doc: "Transform plugin stages one connector may chain (transforms.<alias>.type naming a plugin); each \
+              is a plugin instance per task, of up to the memory budget. Built-in transforms do not count.",
+        get: |b| b.transform_plugins as u64,
+        set: |b, v| b.transform_plugins = v as usize,
     },
 ];
 

@@ -38,8 +38,12 @@ pub async fn plugins(args: &ClientArgs, command: PluginsCommand) -> Result<Strin
             let answer = s.get("/connector-plugins?connectorsOnly=false").await?;
             s.show(answer, |a| {
                 let plugins: Vec<PluginInfo> = a.json()?;
+                // The installed plugins, sinks and transforms: what has a
+                // digest. The built-in transforms, which the REST answer
+                // lists too, are the host's (README lists them).
                 let rows: Vec<Vec<String>> = plugins
                     .iter()
+                    .filter(|p| p.digest.is_some())
                     .map(|p| {
                         vec![
                             p.class.clone(),
