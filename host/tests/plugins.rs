@@ -12,7 +12,10 @@ use spillway::herder::{ConfigMap, Herder, HerderError, State, SwapOutcome, TaskS
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::herder::{extra_plugin, plugin_dir, start_herder_with_plugins, wait_running, worker_config};
+use support::herder::{
+    example_plugin, extra_plugin, plugin_dir, start_herder_with_plugins, tasks, wait_running, wait_swaps_settled,
+    worker_config,
+};
 use support::{Broker, assert_each_exactly_once, produce, unique};
 
 /// A plugin directory in `dir` with misbehave 0.1.0, and 0.2.0 if `both`.
@@ -99,23 +102,6 @@ async fn wait_for_lines(dir: &Path, name: &str, at_least: usize) -> Vec<Line> {
         }
         assert!(Instant::now() < deadline, "{name}: {} of {at_least} records recorded", got.len());
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn tasks(herder: &Herder, name: &str) -> Vec<TaskState> {
-    herder.status(name.into()).await.unwrap().tasks
-}
-
-/// Waits until no task's swap is still preparing, and returns the tasks.
-async fn wait_swaps_settled(herder: &Herder, name: &str) -> Vec<TaskState> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let tasks = tasks(herder, name).await;
-        if tasks.iter().all(|t| t.swap.as_ref().is_some_and(|s| s.outcome != SwapOutcome::Preparing)) {
-            return tasks;
-        }
-        assert!(Instant::now() < deadline, "swaps never settled: {tasks:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -232,7 +218,7 @@ async fn a_swap_under_load_hands_every_record_to_exactly_one_version_once() {
     });
     wait_for_lines(dir.path(), "swap", 600).await;
     herder.patch_config("swap".into(), one("connector.plugin.version", "=0.2.0")).await.unwrap();
-    let swapped = wait_swaps_settled(&herder, "swap").await;
+    let swapped = wait_swaps_settled(&herder, "swap", Duration::from_secs(60)).await;
     for task in &swapped {
         let swap = task.swap.as_ref().unwrap();
         assert_eq!(swap.outcome, SwapOutcome::Swapped, "task {}: {swap:?}", task.id);
@@ -282,7 +268,7 @@ async fn a_swap_to_a_build_that_fails_to_start_rolls_back_and_says_so() {
     wait_for_lines(dir.path(), "rb", 100).await;
 
     herder.patch_config("rb".into(), one("connector.plugin.version", "=0.2.0")).await.unwrap();
-    let settled = wait_swaps_settled(&herder, "rb").await;
+    let settled = wait_swaps_settled(&herder, "rb", Duration::from_secs(60)).await;
     let swap = settled[0].swap.as_ref().unwrap();
     assert_eq!(swap.outcome, SwapOutcome::RolledBack, "{swap:?}");
     assert!(swap.error.as_deref().unwrap().contains("version 0.2.0 refuses to start"), "{swap:?}");
@@ -453,13 +439,6 @@ async fn the_plugin_directory_is_watched() {
     std::fs::remove_file(plugins.join("misbehave.wasm")).unwrap();
     wait_for(vec!["0.2.0"]).await;
     herder.shutdown().await.unwrap();
-}
-
-/// `target/example-plugins/<file>`, which `scripts/build-examples.sh` builds.
-fn example_plugin(file: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/example-plugins").join(file);
-    assert!(path.exists(), "{} is missing: run scripts/build-examples.sh", path.display());
-    path
 }
 
 /// The same check as the Rust file-sink's: a share group of two tasks, and

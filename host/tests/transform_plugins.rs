@@ -9,23 +9,15 @@ use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::Value;
-use spillway::herder::{ConfigMap, Herder, HerderError, SwapOutcome, TaskState};
+use spillway::herder::{ConfigMap, HerderError, SwapOutcome, TaskState};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::cluster::{create_topic, read_all};
-use support::herder::{plugin_dir, start_herder_with_plugins, wait_running};
+use support::herder::{example_plugin, plugin_dir, start_herder_with_plugins, tasks, wait_running, wait_swaps_settled};
 use support::{Broker, Produce, S3Server, assert_each_exactly_once, produce_records, s3_server, unique};
 
 const REDACT_TYPES: [&str; 3] = ["rust-redact", "python-redact", "javascript-redact"];
-
-/// `target/example-plugins/<file>`, which `scripts/build-plugins.sh` (Rust)
-/// and `scripts/build-examples.sh` (Python, JavaScript) build.
-fn example_plugin(file: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/example-plugins").join(file);
-    assert!(path.exists(), "{} is missing: run scripts/build-examples.sh", path.display());
-    path
-}
 
 /// A plugin directory with the S3 sink and the three redact transforms
 /// (python-redact in 0.1.0 and 0.2.0).
@@ -114,10 +106,6 @@ async fn wait_for_rows(s3: &S3Server, bucket: &str, prefix: &str, at_least: usiz
     }
 }
 
-async fn tasks(herder: &Herder, name: &str) -> Vec<TaskState> {
-    herder.status(name.into()).await.unwrap().tasks
-}
-
 /// The python-redact build each task runs, as its status says.
 fn python_builds(tasks: &[TaskState]) -> Vec<String> {
     let build = |t: &TaskState| {
@@ -127,18 +115,6 @@ fn python_builds(tasks: &[TaskState]) -> Vec<String> {
         py.version.clone()
     };
     tasks.iter().map(build).collect()
-}
-
-async fn wait_swaps_settled(herder: &Herder, name: &str) -> Vec<TaskState> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let tasks = tasks(herder, name).await;
-        if tasks.iter().all(|t| t.swap.as_ref().is_some_and(|s| s.outcome != SwapOutcome::Preparing)) {
-            return tasks;
-        }
-        assert!(Instant::now() < deadline, "swaps never settled: {tasks:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The whole path: a stream of 4000 records through Python, Rust and
@@ -174,7 +150,7 @@ async fn a_python_transform_before_the_s3_sink_swaps_under_load_and_loses_nothin
     wait_for_rows(s3, &bucket, name, 600).await;
     let pin = [("transforms.py.version".to_string(), Some("=0.2.0".to_string()))].into();
     herder.patch_config(name.into(), pin).await.unwrap();
-    for task in wait_swaps_settled(&herder, name).await {
+    for task in wait_swaps_settled(&herder, name, Duration::from_secs(120)).await {
         let swap = task.swap.as_ref().unwrap();
         assert_eq!(swap.outcome, SwapOutcome::Swapped, "task {}: {swap:?}", task.id);
         assert_eq!(swap.from.version, swap.to.version, "the sink's build stays");

@@ -2,7 +2,7 @@
 //! plugins `scripts/build-plugins.sh` built.
 
 use super::Broker;
-use spillway::herder::{Herder, State, WorkerConfig};
+use spillway::herder::{Herder, State, SwapOutcome, TaskState, WorkerConfig};
 use spillway::runtime::Runtime;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -56,6 +56,33 @@ pub fn extra_plugin(file: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/plugins-extra").join(file);
     assert!(path.exists(), "{} is missing: run scripts/build-plugins.sh", path.display());
     path
+}
+
+/// `target/example-plugins/<file>`: the examples in other languages
+/// (`scripts/build-examples.sh`) and the Rust ones (`scripts/build-plugins.sh`).
+pub fn example_plugin(file: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/example-plugins").join(file);
+    assert!(path.exists(), "{} is missing: run scripts/build-examples.sh", path.display());
+    path
+}
+
+/// The connector's tasks, as its status shows them.
+pub async fn tasks(herder: &Herder, name: &str) -> Vec<TaskState> {
+    herder.status(name.into()).await.unwrap().tasks
+}
+
+/// Waits up to `limit` until no task's swap is still preparing, and
+/// returns the tasks.
+pub async fn wait_swaps_settled(herder: &Herder, name: &str, limit: Duration) -> Vec<TaskState> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let tasks = tasks(herder, name).await;
+        if tasks.iter().all(|t| t.swap.as_ref().is_some_and(|s| s.outcome != SwapOutcome::Preparing)) {
+            return tasks;
+        }
+        assert!(Instant::now() < deadline, "swaps never settled: {tasks:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Waits until the connector has `tasks` tasks, all RUNNING, then a little
