@@ -104,8 +104,12 @@ impl Transforms {
                 }
                 Step::Plugin(_) => {
                     let instance = instances.next().expect("one instance per plugin stage");
-                    let applies: Vec<bool> =
-                        live.iter().map(|(_, r)| stage.applies_to(&as_transform_record(r))).collect();
+                    // A predicate reads the record as the transforms see it:
+                    // made only for a stage that has one.
+                    let applies: Vec<bool> = match stage.has_predicate() {
+                        true => live.iter().map(|(_, r)| stage.applies_to(&as_transform_record(r))).collect(),
+                        false => vec![true; live.len()],
+                    };
                     let batch: Vec<_> =
                         live.iter().zip(&applies).filter(|(_, a)| **a).map(|((id, r), _)| (*id, r, None)).collect();
                     let mut outs = instance.apply(&to_batch(&batch, SystemTime::now())).await?.into_iter();

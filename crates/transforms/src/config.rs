@@ -66,6 +66,12 @@ impl Stage {
         }
     }
 
+    /// Whether a predicate decides which records the stage transforms;
+    /// without one it transforms every record.
+    pub fn has_predicate(&self) -> bool {
+        self.predicate.is_some()
+    }
+
     /// Whether the stage transforms `record`: it has no predicate, or its
     /// predicate holds (fails, when negated). A record it does not apply to
     /// passes on unchanged, as in Connect's `TransformationStage`.
